@@ -1,0 +1,480 @@
+/*
+ * via_abi.h - every layout that crosses a process boundary.
+ *
+ * Included by vipl/ (host library), kdriver/ (vipd, vipctl), lanai-fw/
+ * (the firmware) and tests/. Nothing here holds a pointer: shared memory
+ * is mapped at different addresses in different processes. Every size is
+ * pinned with static_assert; change one and bump VIA_ABI_VERSION.
+ *
+ * Shared objects (each its own memfd, created by vipd, passed by SCM_RIGHTS):
+ *   per session (one VipOpenNic):
+ *     - the TPT segment   : vipd writes, client maps read-only (sealed)
+ *     - the event page    : futex word + arrival bitmap; the client, its
+ *                           connected peers and vipd write it
+ *     - the status page   : counters and stage trace ring, client writes,
+ *                           vipd/vipctl read
+ *   per VI:  the doorbell page (one 4 KiB page; only the owner gets the fd)
+ *   per CQ:  the completion ring
+ *   per connection: the channel (one byte ring per direction; the "link"
+ *            through the emulated switch, mapped by the two endpoints)
+ */
+#ifndef VIA_ABI_H
+#define VIA_ABI_H
+
+#include <assert.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define VIA_ABI_VERSION 1u
+#define VIA_PAGE_SIZE 4096u
+#define VIA_CACHELINE 64u
+
+/* ---- true limits of the emulated NIC (VipQueryNic reports these) ------ */
+#define VIA_MAX_NICS 8u
+#define VIA_MAX_VI 4096u            /* VIs per NIC (VI ids 0..4095) */
+#define VIA_MAX_TPT 8192u           /* registrations per session */
+#define VIA_MAX_PTAGS 256u          /* ptags per session */
+#define VIA_MAX_CQ 256u             /* CQs per session */
+#define VIA_MAX_CQ_ENTRIES 65536u
+#define VIA_MAX_SEGS 16u            /* data segments per descriptor */
+#define VIA_MAX_TRANSFER (1u << 20) /* bytes per message */
+#define VIA_MTU 16384u              /* payload bytes per link packet */
+#define VIA_QUEUE_DEPTH 1024u       /* descriptors per work queue */
+#define VIA_MAX_REGISTER_BYTES (1ull << 34)
+#define VIA_MAX_DISCRIM 16u
+#define VIA_NIC_ADDR_LEN 6u
+
+/* ---- doorbells ----------------------------------------------------------
+ * A doorbell token names a descriptor: its host virtual address and the
+ * memory handle it was posted with (VipPostSend's MemoryHandle). The third
+ * word carries the token kind and, for the short-message extensions, a
+ * length (DESIGN.md section 6).
+ */
+enum via_db_kind {
+    VIA_DB_DESC = 0,     /* standard: descriptor address + handle */
+    VIA_DB_MERGED = 1,   /* merged descriptor: word2 low 24 bits = length */
+    VIA_DB_DESCLESS = 2, /* descriptorless: data in the VI's SRAM slot */
+    VIA_DB_NKINDS
+};
+
+struct via_db_token {
+    uint64_t desc_va;
+    uint32_t mem_handle;
+    uint32_t word2; /* kind << 24 | length */
+};
+static_assert(sizeof(struct via_db_token) == 16, "doorbell token is 16 bytes");
+
+#define VIA_DB_KIND(w2) ((w2) >> 24)
+#define VIA_DB_LEN(w2) ((w2)&0xFFFFFFu)
+#define VIA_DB_WORD2(kind, len) (((uint32_t)(kind) << 24) | ((uint32_t)(len)&0xFFFFFFu))
+
+/*
+ * One doorbell queue (send or receive) of a VI.
+ * Rules: VIA_DB_SLOTS slots, a power of two. prod and cons are free-running
+ * counters (slot = counter % VIA_DB_SLOTS). Only the host library writes
+ * prod and the token slots; only the NIC writes cons. The host fills a
+ * slot, then publishes it with a release store of prod; the NIC reads prod
+ * with acquire, takes the token, then releases the slot by storing cons.
+ * Full when prod - cons == VIA_DB_SLOTS.
+ */
+#define VIA_DB_SLOTS 64u
+struct via_db_queue {
+    _Alignas(64) _Atomic uint32_t prod;
+    _Alignas(64) _Atomic uint32_t cons;
+    _Alignas(64) struct via_db_token tok[VIA_DB_SLOTS];
+};
+static_assert(sizeof(struct via_db_queue) == 128 + 16 * VIA_DB_SLOTS, "db queue");
+
+/* Per-VI counters, written by the NIC, read by vipctl. */
+struct via_vi_counters {
+    _Atomic uint64_t tx_msgs, tx_bytes, rx_msgs, rx_bytes;
+    _Atomic uint64_t rx_dropped;  /* arrived with no receive posted */
+    _Atomic uint64_t desc_errors; /* descriptors completed in error */
+    _Atomic uint64_t sq_posted, sq_done, rq_posted, rq_done;
+    uint64_t reserved[6];
+};
+static_assert(sizeof(struct via_vi_counters) == 128, "vi counters");
+
+/* The SRAM slot of the descriptorless extension (one per VI). */
+#define VIA_DESCLESS_SLOT 1024u
+
+/* The doorbell page: one per VI, 4 KiB, mapped only by its owner and vipd. */
+struct via_vi_page {
+    struct via_db_queue sq;
+    struct via_db_queue rq;
+    struct via_vi_counters cnt;
+    _Atomic uint32_t state; /* enum via_vi_state, mirrored for vipctl */
+    uint32_t vi_id;
+    uint8_t pad[VIA_PAGE_SIZE - 2 * sizeof(struct via_db_queue) - 128 - 8 -
+                VIA_DESCLESS_SLOT];
+    uint8_t descless[VIA_DESCLESS_SLOT];
+};
+static_assert(sizeof(struct via_vi_page) == VIA_PAGE_SIZE, "doorbell page is one page");
+
+/* VI states (VIA 1.0, plus the internal PENDING of a request in flight). */
+enum via_vi_state {
+    VIA_VI_IDLE = 0,
+    VIA_VI_CONNECTED = 1,
+    VIA_VI_PENDING = 2,
+    VIA_VI_ERROR = 3,
+};
+
+/* ---- translation and protection table --------------------------------------
+ * Handle = generation << 16 | index; index < VIA_MAX_TPT, generation != 0.
+ * An entry is valid when its gen field equals the handle's generation.
+ * vipd writes entries (gen last, with release); the NIC reads gen first
+ * with acquire and checks every segment against [va, va + len) and ptag.
+ */
+#define VIA_TPT_RDMA_WRITE 0x1u
+#define VIA_TPT_RDMA_READ 0x2u
+struct via_tpt_entry {
+    _Atomic uint32_t gen;
+    uint32_t ptag;
+    uint64_t va;
+    uint64_t len;
+    uint32_t flags;
+    uint32_t pad;
+};
+static_assert(sizeof(struct via_tpt_entry) == 32, "tpt entry");
+#define VIA_TPT_BYTES (VIA_MAX_TPT * sizeof(struct via_tpt_entry))
+#define VIA_MH_INDEX(h) ((h)&0xFFFFu)
+#define VIA_MH_GEN(h) ((h) >> 16)
+#define VIA_MH_MAKE(gen, idx) (((uint32_t)(gen) << 16) | (uint32_t)(idx))
+
+/* ---- event page -------------------------------------------------------------
+ * Wake-up protocol: a waiter reads seq, increments sleepers, re-checks its
+ * condition, then futex-waits on seq; it decrements sleepers when it wakes.
+ * A producer (a peer NIC that delivered a packet, vipd breaking a channel)
+ * sets the VI's bit in arrived[], increments seq, and calls FUTEX_WAKE only
+ * when sleepers != 0. So a busy receiver costs the producer no system call.
+ */
+struct via_event_page {
+    _Alignas(64) _Atomic uint32_t seq;
+    _Atomic uint32_t sleepers;
+    _Alignas(64) _Atomic uint64_t arrived[VIA_MAX_VI / 64]; /* by local VI id */
+    uint8_t pad[VIA_PAGE_SIZE - 64 - 8 * (VIA_MAX_VI / 64)];
+};
+static_assert(sizeof(struct via_event_page) == VIA_PAGE_SIZE, "event page");
+
+/* ---- status page: counters and the stage trace -------------------------------
+ * Trace ring rules: VIA_TRACE_SLOTS records, power of two; the NIC of this
+ * session is the only writer (head is free-running); readers copy the
+ * last VIA_TRACE_SLOTS records and may see a record being overwritten
+ * (they check seq_begin/seq_end equality per record).
+ */
+enum via_stage {
+    VIA_ST_BUILD = 0,
+    VIA_ST_T1_RING, VIA_ST_T2_BELL, VIA_ST_T3_XDES, VIA_ST_T4_XDATA,
+    VIA_ST_T5_TRANSMIT, VIA_ST_T6_UPDT,
+    VIA_ST_R1_RING, VIA_ST_R2_BELL, VIA_ST_R3_RECEIVE, VIA_ST_R4_XDES,
+    VIA_ST_R5_XDATA, VIA_ST_R6_UPDT,
+    VIA_ST_NSTAGES
+};
+
+struct via_trace_rec {
+    _Atomic uint32_t seq_begin;
+    uint16_t stage;
+    uint16_t vi_id;
+    uint64_t t_ns; /* CLOCK_MONOTONIC at the end of the stage */
+    uint32_t msg_seq;
+    uint32_t len;
+    _Atomic uint32_t seq_end;
+    uint32_t pad;
+};
+static_assert(sizeof(struct via_trace_rec) == 32, "trace record");
+
+#define VIA_TRACE_SLOTS 2048u
+struct via_status_page {
+    _Atomic uint32_t trace_on; /* set by vipd (vipctl trace on) */
+    _Atomic uint32_t pid;
+    _Atomic uint64_t trace_head;
+    _Atomic uint64_t progress_calls;
+    uint8_t pad[VIA_PAGE_SIZE - 24];
+    struct via_trace_rec trace[VIA_TRACE_SLOTS];
+};
+static_assert(sizeof(struct via_status_page) == VIA_PAGE_SIZE + 32 * VIA_TRACE_SLOTS,
+              "status page");
+
+/* ---- completion queue ---------------------------------------------------------
+ * Rules: nslots (power of two >= EntryCount) entries; head/tail free-running.
+ * Only the NIC writes entries and tail (release); only the host consumer
+ * advances head. The NIC never overwrites an unconsumed entry: when the ring
+ * is full it records overflow, a catastrophic CQ error (VIA 1.0).
+ */
+struct via_cq_entry {
+    uint32_t vi_id;
+    uint32_t is_recv;
+};
+static_assert(sizeof(struct via_cq_entry) == 8, "cq entry");
+
+struct via_cq_ring {
+    _Alignas(64) _Atomic uint64_t tail; /* NIC */
+    _Atomic uint32_t overflow;
+    uint32_t nslots;
+    _Alignas(64) _Atomic uint64_t head; /* host */
+    uint8_t pad[56];
+    struct via_cq_entry e[];
+};
+static_assert(sizeof(struct via_cq_ring) == 128, "cq ring header");
+
+/* ---- the link: wire header and channel -----------------------------------------
+ * Packet = header + payload, padded to 64 bytes, laid in a byte ring.
+ * Wire format version 1; see spec-notes/wire.md.
+ */
+enum via_pkt_type {
+    VIA_PKT_DATA = 1,
+    VIA_PKT_PAD = 2, /* filler to the end of the ring; skip it */
+};
+#define VIA_PKT_FIRST 0x1u
+#define VIA_PKT_LAST 0x2u
+#define VIA_PKT_IMM 0x4u
+#define VIA_WIRE_VERSION 1u
+
+struct via_wire_hdr {
+    uint8_t version;
+    uint8_t type;
+    uint8_t flags;
+    uint8_t pad0;
+    uint16_t src_nic, dst_nic;
+    uint32_t dst_vi;
+    uint32_t conn_id;
+    uint32_t msg_seq;  /* per direction, from 1 */
+    uint32_t msg_len;  /* whole message */
+    uint32_t frag_off; /* offset of this fragment in the message */
+    uint32_t frag_len;
+    uint32_t imm;
+    uint32_t crc; /* header check word; see via_wire_check() */
+    uint32_t pad1[6];
+};
+static_assert(sizeof(struct via_wire_hdr) == 64, "wire header is one cache line");
+
+/*
+ * One direction of a channel: a byte ring of packets.
+ * Rules: VIA_CHAN_RING bytes, power of two; head (sender NIC) and tail
+ * (receiver NIC) are free-running byte counters, multiples of 64. The
+ * sender writes header+payload, then publishes with a release store of
+ * head; the receiver reads head with acquire, consumes, then releases
+ * space with a store of tail. A packet never wraps: when it would not fit
+ * before the end, the sender first emits a PAD packet covering the rest.
+ * delivered counts messages placed into receiver memory (reliable
+ * reception acknowledgement). tx_waiting asks the receiver to wake the
+ * sender's event page when it frees space or delivers.
+ */
+#define VIA_CHAN_RING (256u * 1024u)
+struct via_chan_dir {
+    _Alignas(64) _Atomic uint64_t head;
+    _Alignas(64) _Atomic uint64_t tail;
+    _Atomic uint32_t delivered;
+    _Atomic uint32_t tx_waiting;
+    _Alignas(64) uint8_t ring[VIA_CHAN_RING];
+};
+
+enum via_chan_state {
+    VIA_CHAN_OPEN = 0,
+    VIA_CHAN_CLOSED = 1, /* one side disconnected */
+    VIA_CHAN_BROKEN = 2, /* error or a side died */
+};
+
+/* Channel: side 0 is the requester (VipConnectRequest), side 1 the acceptor.
+ * dir[s] carries packets sent BY side s. */
+struct via_chan {
+    _Alignas(64) _Atomic uint32_t state;
+    uint32_t magic;
+    uint32_t conn_id;
+    uint32_t reliability;
+    uint32_t vi_id[2];  /* VI id of each side on its NIC */
+    uint16_t nic[2];
+    uint32_t pad[7];
+    struct via_chan_dir dir[2];
+};
+#define VIA_CHAN_MAGIC 0x56494143u /* "VIAC" */
+
+/* ---- control messages (Unix socket, vipd <-> client) -------------------------- */
+#define VIA_SOCK_NAME "vipd.sock"
+
+enum via_ctl_op {
+    VIA_CTL_HELLO = 1,      /* open a session on a NIC */
+    VIA_CTL_ATTACH,         /* side socket for a blocking call of a session */
+    VIA_CTL_QUERY_NIC,
+    VIA_CTL_CREATE_PTAG, VIA_CTL_DESTROY_PTAG,
+    VIA_CTL_REG_MEM, VIA_CTL_DEREG_MEM, VIA_CTL_SET_MEM,
+    VIA_CTL_CREATE_VI, VIA_CTL_DESTROY_VI, VIA_CTL_SET_VI,
+    VIA_CTL_CREATE_CQ, VIA_CTL_DESTROY_CQ,
+    VIA_CTL_CONN_WAIT, VIA_CTL_CONN_ACCEPT, VIA_CTL_CONN_REJECT,
+    VIA_CTL_CONN_REQUEST, VIA_CTL_DISCONNECT,
+    VIA_CTL_VI_ERROR,       /* the NIC put a VI in error: break its channel */
+    VIA_CTL_NS_LOOKUP,
+    /* management (vipctl) */
+    VIA_CTL_LIST_NICS, VIA_CTL_LIST_VIS, VIA_CTL_LIST_MEM,
+    VIA_CTL_TRACE, VIA_CTL_SHUTDOWN, VIA_CTL_PING,
+    VIA_CTL_NOPS
+};
+
+struct via_ctl_hdr {
+    uint32_t op;
+    uint32_t len; /* bytes of body that follow */
+    uint64_t cookie;
+};
+static_assert(sizeof(struct via_ctl_hdr) == 16, "ctl header");
+
+struct via_ctl_reply_hdr {
+    int32_t status; /* a VIP_RETURN */
+    uint32_t len;
+    uint64_t cookie;
+    char msg[112]; /* human-readable reason when status != VIP_SUCCESS */
+};
+static_assert(sizeof(struct via_ctl_reply_hdr) == 128, "ctl reply header");
+
+/* Bodies. Requests first, replies (_r) after. fds ride in SCM_RIGHTS. */
+struct via_net_addr {
+    uint8_t host[VIA_NIC_ADDR_LEN]; /* host id (4, big-endian) + nic (2) */
+    uint16_t discrim_len;
+    uint8_t discrim[VIA_MAX_DISCRIM];
+};
+static_assert(sizeof(struct via_net_addr) == 24, "net addr");
+
+struct via_vi_attr {
+    uint32_t reliability;
+    uint32_t max_transfer;
+    uint32_t ptag; /* 0 = none */
+    uint32_t rdma_write;
+    uint32_t rdma_read;
+    uint32_t pad;
+};
+static_assert(sizeof(struct via_vi_attr) == 24, "vi attr");
+
+struct via_ctl_hello {
+    uint32_t abi;
+    uint32_t nic; /* index */
+    uint32_t pid;
+    uint32_t pad;
+    char progname[32];
+};
+struct via_ctl_hello_r { /* fds: tpt, event page, status page */
+    uint32_t session_id;
+    uint32_t nic;
+    uint8_t nic_addr[VIA_NIC_ADDR_LEN];
+    uint16_t pad;
+    uint32_t nnics;
+    char profile[32];
+};
+struct via_ctl_attach {
+    uint32_t session_id;
+    uint32_t pad;
+};
+
+struct via_ctl_ptag_r { uint32_t ptag; uint32_t pad; };
+struct via_ctl_ptag { uint32_t ptag; uint32_t pad; };
+
+struct via_ctl_reg_mem {
+    uint64_t va;
+    uint64_t len;
+    uint32_t ptag;
+    uint32_t flags; /* VIA_TPT_* */
+};
+struct via_ctl_reg_mem_r { uint32_t handle; uint32_t pad; };
+struct via_ctl_dereg_mem { uint64_t va; uint32_t handle; uint32_t pad; };
+struct via_ctl_set_mem { uint64_t va; uint32_t handle; uint32_t ptag; uint32_t flags; uint32_t pad; };
+
+struct via_ctl_create_vi {
+    struct via_vi_attr attr;
+    uint32_t send_cq; /* CQ id + 1, 0 = none */
+    uint32_t recv_cq;
+};
+struct via_ctl_create_vi_r { uint32_t vi_id; uint32_t pad; }; /* fd: doorbell page */
+struct via_ctl_vi { uint32_t vi_id; uint32_t pad; };
+struct via_ctl_set_vi { uint32_t vi_id; uint32_t pad; struct via_vi_attr attr; };
+
+struct via_ctl_create_cq { uint32_t entries; uint32_t pad; };
+struct via_ctl_create_cq_r { uint32_t cq_id; uint32_t nslots; }; /* fd: cq ring */
+struct via_ctl_cq { uint32_t cq_id; uint32_t pad; };
+
+struct via_ctl_conn_wait {
+    struct via_net_addr local;
+    uint32_t timeout_ms; /* 0xFFFFFFFF = infinite */
+    uint32_t pad;
+};
+struct via_ctl_conn_wait_r {
+    uint32_t conn_id;
+    uint32_t pad;
+    struct via_net_addr remote;
+    struct via_vi_attr remote_attr;
+};
+struct via_ctl_conn_accept { uint32_t conn_id; uint32_t vi_id; };
+/* accept reply and request reply carry the channel fd and the peer's event page fd */
+struct via_ctl_conn_done_r {
+    uint32_t conn_id;
+    uint32_t side;      /* 0 requester, 1 acceptor */
+    uint32_t peer_vi;
+    uint32_t pad;
+    struct via_vi_attr remote_attr;
+};
+struct via_ctl_conn_reject { uint32_t conn_id; uint32_t pad; };
+struct via_ctl_conn_request {
+    uint32_t vi_id;
+    uint32_t timeout_ms;
+    struct via_net_addr local;
+    struct via_net_addr remote;
+};
+struct via_ctl_vi_error { uint32_t vi_id; uint32_t code; }; /* code: VIP_ERROR_CODE */
+
+struct via_ctl_ns_lookup { char name[64]; };
+struct via_ctl_ns_lookup_r { uint8_t nic_addr[VIA_NIC_ADDR_LEN]; uint16_t pad; };
+
+struct via_ctl_query_nic_r {
+    char name[64];
+    uint8_t nic_addr[VIA_NIC_ADDR_LEN];
+    uint16_t pad;
+    uint32_t max_vi, max_cq, max_cq_entries, max_ptags;
+    uint32_t max_tpt, max_segs, max_transfer, mtu, queue_depth;
+    uint32_t pad2;
+    uint64_t max_register_bytes;
+    char profile[32];
+};
+
+struct via_ctl_trace { uint32_t on; uint32_t pad; };
+
+/* Management replies: fixed records, the reply body is an array. */
+struct via_nic_info {
+    char name[16];
+    char profile[32];
+    uint32_t index;
+    uint32_t sessions, vis, regions;
+    uint32_t conns;
+    uint8_t nic_addr[VIA_NIC_ADDR_LEN];
+    uint16_t pad;
+    uint64_t tx_msgs, tx_bytes, rx_msgs, rx_bytes, rx_dropped, desc_errors;
+};
+struct via_vi_info {
+    uint32_t nic, vi_id, owner_pid, state;
+    uint32_t reliability, peer_nic, peer_vi, conn_id;
+    uint32_t sq_depth, rq_depth; /* posted minus completed */
+    uint64_t tx_msgs, rx_msgs, tx_bytes, rx_bytes, rx_dropped, desc_errors;
+    char progname[32];
+};
+struct via_mem_info {
+    uint32_t nic, owner_pid, handle, ptag;
+    uint64_t va, len;
+    uint32_t flags, pad;
+};
+
+/* Largest reply body vipctl accepts in one message. */
+#define VIA_CTL_MAX_BODY (1u << 20)
+
+/* The wire header check word: a cheap CRC over the header's fixed fields. */
+static inline uint32_t via_wire_check(const struct via_wire_hdr *h)
+{
+    uint32_t x = 0x9E3779B9u ^ ((uint32_t)h->version << 24 | (uint32_t)h->type << 16 |
+                                (uint32_t)h->flags << 8);
+    const uint32_t w[] = {(uint32_t)h->src_nic << 16 | h->dst_nic, h->dst_vi, h->conn_id,
+                          h->msg_seq, h->msg_len, h->frag_off, h->frag_len, h->imm};
+    for (unsigned i = 0; i < sizeof w / sizeof w[0]; i++) {
+        x ^= w[i];
+        x *= 0x85EBCA6Bu;
+        x ^= x >> 13;
+    }
+    return x;
+}
+
+#endif /* VIA_ABI_H */
