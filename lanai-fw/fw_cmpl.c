@@ -1,0 +1,161 @@
+/*
+ * fw_cmpl.c - T6/R6 Updt, completion queues, flushing and the error rules.
+ *
+ * The NIC completes a descriptor by writing its control segment (Length,
+ * ImmediateData for receives, then Status with DONE last, with release, so a
+ * host that sees DONE sees the rest) and, when the work queue is bound to a
+ * CQ, by appending (VI, queue) to the CQ ring.
+ */
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <vipl.h>
+
+#include "fw.h"
+#include "fw_hal.h"
+
+#define CS_IMM 20
+#define CS_LENGTH 24
+#define CS_STATUS 28
+
+void fw_notify(struct via_event_page *ev, uint32_t vi_id)
+{
+    if (!ev)
+        return;
+    if (vi_id < VIA_MAX_VI) {
+        _Atomic uint64_t *w = &ev->arrived[vi_id / 64];
+        uint64_t bit = 1ull << (vi_id % 64);
+        /* Read first: a busy peer keeps the bit set and we skip the RMW. */
+        if (!(atomic_load_explicit(w, memory_order_relaxed) & bit))
+            atomic_fetch_or_explicit(w, bit, memory_order_release);
+    }
+    /* Pairs with the waiter's increment of sleepers before its re-check. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&ev->sleepers, memory_order_relaxed)) {
+        atomic_fetch_add(&ev->seq, 1);
+        syscall(SYS_futex, &ev->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    }
+}
+
+static void cq_post(struct fw_vi *vi, struct fw_cq *cq, bool recv)
+{
+    struct via_cq_ring *r = cq->ring;
+    pthread_mutex_lock(&cq->lock);
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+    if (tail - head >= r->nslots) {
+        /* VIA 1.0: a CQ overrun is catastrophic; never overwrite an entry. */
+        atomic_store(&r->overflow, 1);
+    } else {
+        r->e[tail % r->nslots] = (struct via_cq_entry){vi->vi_id, recv};
+        atomic_store_explicit(&r->tail, tail + 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&cq->lock);
+    /* A thread of this process may sleep in VipCQWait. */
+    fw_notify(vi->nic->ev, UINT32_MAX);
+}
+
+void fw_updt(struct fw_vi *vi, const struct fw_xdes *d, bool recv, uint32_t status,
+             uint32_t length)
+{
+    uint32_t op = recv ? VIP_STATUS_OP_RECEIVE : VIP_STATUS_OP_SEND;
+    if (recv) {
+        hal_host_store32(d->va + CS_LENGTH, length, 0);
+        if (status & VIP_STATUS_IMMEDIATE)
+            hal_host_store32(d->va + CS_IMM, d->imm, 0);
+    }
+    hal_host_store32(d->va + CS_STATUS, VIP_STATUS_DONE | op | status, 1);
+
+    struct via_vi_counters *c = &vi->db->cnt;
+    if (status & VIP_STATUS_ERROR_MASK)
+        fw_count(&c->desc_errors, 1);
+    if (recv) {
+        fw_count(&c->rq_done, 1);
+        if (!(status & VIP_STATUS_ERROR_MASK)) {
+            fw_count(&c->rx_msgs, 1);
+            fw_count(&c->rx_bytes, length);
+        }
+    } else {
+        fw_count(&c->sq_done, 1);
+        if (!(status & VIP_STATUS_ERROR_MASK)) {
+            fw_count(&c->tx_msgs, 1);
+            fw_count(&c->tx_bytes, length);
+        }
+    }
+    FW_TRACE(vi->nic, recv ? VIA_ST_R6_UPDT : VIA_ST_T6_UPDT, vi->vi_id,
+             recv ? vi->rx_seq : vi->tx_seq, length);
+    struct fw_cq *cq = recv ? vi->rcq : vi->scq;
+    if (cq)
+        cq_post(vi, cq, recv);
+}
+
+/* Complete a token that never got its descriptor staged. */
+static void flush_token(struct fw_vi *vi, const struct via_db_token *tok, bool recv)
+{
+    /* The library never rings with a null descriptor; any other address
+     * is the owner's own memory, where its VipSendDone will look. */
+    struct fw_xdes d = {.va = tok->desc_va, .mem_handle = tok->mem_handle};
+    fw_updt(vi, &d, recv, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
+}
+
+static void flush_queue(struct fw_vi *vi, struct via_db_queue *q, struct fw_wq *wq, bool recv)
+{
+    do {
+        while (wq->head != wq->tail) {
+            flush_token(vi, &wq->tok[wq->head % VIA_QUEUE_DEPTH], recv);
+            wq->head++;
+        }
+    } while (fw_bell_take(q, wq));
+}
+
+void fw_flush(struct fw_vi *vi)
+{
+    /* A message half sent or half received is completed first. */
+    if (vi->tx == FW_TX_XDES)
+        flush_token(vi, &vi->sq.tok[vi->sq.head % VIA_QUEUE_DEPTH], false);
+    else if (vi->tx != FW_TX_IDLE)
+        fw_updt(vi, &vi->txd, false, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
+    if (vi->tx != FW_TX_IDLE) {
+        vi->tx = FW_TX_IDLE;
+        vi->sq.head++;
+    }
+    if (vi->rx == FW_RX_XDATA) {
+        fw_updt(vi, &vi->rxd, true, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
+        vi->rq.head++;
+    }
+    vi->rx = FW_RX_IDLE;
+    flush_queue(vi, &vi->db->sq, &vi->sq, false);
+    flush_queue(vi, &vi->db->rq, &vi->rq, true);
+}
+
+static bool is_descriptor_error(uint32_t code)
+{
+    return code == VIP_ERROR_POST_DESC || code == VIP_ERROR_RECVQ_EMPTY;
+}
+
+void fw_vi_error(struct fw_vi *vi, uint32_t code, uint64_t desc_va)
+{
+    /* Unreliable service: a bad descriptor or a dropped message affects that
+     * message only; the VI stays connected (VIA 1.0, reliability levels). */
+    if (vi->reliability == VIP_SERVICE_UNRELIABLE && is_descriptor_error(code))
+        return;
+    if (atomic_load(&vi->db->state) == VIA_VI_ERROR && vi->err_reported)
+        return;
+    atomic_store(&vi->db->state, VIA_VI_ERROR);
+    if (vi->chan && code != VIP_ERROR_CONN_LOST) {
+        uint32_t open = VIA_CHAN_OPEN;
+        atomic_compare_exchange_strong(&vi->chan->state, &open, VIA_CHAN_BROKEN);
+        fw_notify(vi->peer_ev, vi->peer_vi);
+    }
+    fw_flush(vi);
+    vi->err_pending = true;
+    vi->err_code = code;
+    vi->err_desc = desc_va;
+    if (!vi->err_reported) {
+        vi->err_reported = true;
+        if (code != VIP_ERROR_CONN_LOST)
+            hal_report_vi_error(vi, code);
+    }
+}

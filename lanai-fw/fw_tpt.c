@@ -1,0 +1,25 @@
+/*
+ * fw_tpt.c - the translation and protection table check.
+ *
+ * Every segment of every descriptor, and the descriptor itself, passes here
+ * before the DMA engine touches it. The TPT is written only by the kernel
+ * agent (vipd) and mapped read-only into the NIC's view.
+ */
+#include <vipl.h>
+
+#include "fw.h"
+
+uint32_t fw_tpt_check(const struct fw_vi *vi, uint32_t handle, uint64_t va, uint64_t len)
+{
+    uint32_t idx = VIA_MH_INDEX(handle), gen = VIA_MH_GEN(handle);
+    if (idx >= VIA_MAX_TPT || gen == 0)
+        return VIP_STATUS_PROTECTION_ERROR;
+    const struct via_tpt_entry *e = &vi->nic->tpt[idx];
+    if (atomic_load_explicit(&e->gen, memory_order_acquire) != gen)
+        return VIP_STATUS_PROTECTION_ERROR; /* stale, foreign or never issued */
+    if (e->ptag != vi->ptag)
+        return VIP_STATUS_PROTECTION_ERROR; /* VIA: memory and VI ptags must match */
+    if (va < e->va || len > e->len || va - e->va > e->len - len)
+        return VIP_STATUS_PROTECTION_ERROR; /* beyond the registered region */
+    return 0;
+}

@@ -1,0 +1,182 @@
+/*
+ * vipl_conn.c - the client-server connection model of VIA 1.0.
+ *
+ * The kernel agent matches a VipConnectRequest with a VipConnectWait on the
+ * same NIC address and discriminator (the emulated switch), and on accept
+ * hands both ends the channel (the link between them) and the peer's event
+ * page, so either NIC can wake the other without a system call on the fast
+ * path.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "vipl_int.h"
+
+static VIP_RETURN addr_in(const VIP_NET_ADDRESS *a, struct via_net_addr *w, bool need_host)
+{
+    memset(w, 0, sizeof *w);
+    if (!a)
+        return vipl_fail(VIP_INVALID_PARAMETER, "NULL VIP_NET_ADDRESS");
+    if (a->DiscriminatorLen > VIA_MAX_DISCRIM)
+        return vipl_fail(VIP_INVALID_PARAMETER, "discriminator of %u bytes (max %u)",
+                         a->DiscriminatorLen, VIA_MAX_DISCRIM);
+    if (need_host && a->HostAddressLen != VIA_NIC_ADDR_LEN)
+        return vipl_fail(VIP_INVALID_PARAMETER,
+                         "host address of %u bytes; this NIC's are %u (VipNSGetHostByName)",
+                         a->HostAddressLen, VIA_NIC_ADDR_LEN);
+    if (a->HostAddressLen == VIA_NIC_ADDR_LEN)
+        memcpy(w->host, vipl_na_bytes(a), VIA_NIC_ADDR_LEN);
+    w->discrim_len = a->DiscriminatorLen;
+    memcpy(w->discrim, vipl_na_bytes(a) + a->HostAddressLen, a->DiscriminatorLen);
+    return VIP_SUCCESS;
+}
+
+static void addr_out(const struct via_net_addr *w, VIP_NET_ADDRESS *a)
+{
+    uint16_t dl = w->discrim_len > VIA_MAX_DISCRIM ? VIA_MAX_DISCRIM : w->discrim_len;
+    a->HostAddressLen = VIA_NIC_ADDR_LEN;
+    a->DiscriminatorLen = dl;
+    memcpy(vipl_na_bytes(a), w->host, VIA_NIC_ADDR_LEN);
+    memcpy(vipl_na_bytes(a) + VIA_NIC_ADDR_LEN, w->discrim, dl);
+}
+
+static uint32_t timeout_wire(VIP_ULONG t)
+{
+    return t >= VIP_INFINITE ? 0xFFFFFFFFu : (uint32_t)t;
+}
+
+VIP_RETURN VipConnectWait(VIP_NIC_HANDLE NicHandle, VIP_NET_ADDRESS *LocalAddr,
+                          VIP_ULONG Timeout, VIP_NET_ADDRESS *RemoteAddr,
+                          VIP_VI_ATTRIBUTES *RemoteViAttribs, VIP_CONN_HANDLE *ConnHandle)
+{
+    struct vip_nic *n = vipl_nic(NicHandle);
+    if (!n || !ConnHandle)
+        return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument to VipConnectWait");
+    struct via_ctl_conn_wait q = {.timeout_ms = timeout_wire(Timeout)};
+    VIP_RETURN rc = addr_in(LocalAddr, &q.local, false);
+    if (rc != VIP_SUCCESS)
+        return rc;
+    struct via_ctl_conn_wait_r r;
+    rc = vipl_call_side(n, VIA_CTL_CONN_WAIT, &q, sizeof q, &r, sizeof r, NULL, NULL);
+    if (rc != VIP_SUCCESS)
+        return rc;
+    struct vip_conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        struct via_ctl_conn_reject j = {.conn_id = r.conn_id};
+        vipl_call(n, VIA_CTL_CONN_REJECT, &j, sizeof j, NULL, 0, NULL, NULL);
+        return vipl_fail(VIP_ERROR_RESOURCE, "out of memory");
+    }
+    c->magic = VIPL_MAGIC_CONN;
+    c->conn_id = r.conn_id;
+    c->nic = n;
+    vipl_attr_from_wire(NULL, &r.remote_attr, &c->remote_attr);
+    if (RemoteAddr)
+        addr_out(&r.remote, RemoteAddr);
+    if (RemoteViAttribs)
+        *RemoteViAttribs = c->remote_attr;
+    *ConnHandle = c;
+    return VIP_SUCCESS;
+}
+
+static struct vip_conn *conn_of(VIP_CONN_HANDLE h)
+{
+    struct vip_conn *c = h;
+    return c && c->magic == VIPL_MAGIC_CONN ? c : NULL;
+}
+
+static void conn_free(struct vip_conn *c)
+{
+    c->magic = VIPL_DEAD;
+    free(c);
+}
+
+VIP_RETURN VipConnectAccept(VIP_CONN_HANDLE ConnHandle, VIP_VI_HANDLE ViHandle)
+{
+    struct vip_conn *c = conn_of(ConnHandle);
+    struct vip_vi *vi = vipl_vi(ViHandle);
+    if (!c || !vi || vi->nic != c->nic)
+        return vipl_fail(VIP_INVALID_PARAMETER, "bad connection or VI handle");
+    struct via_ctl_conn_accept q = {.conn_id = c->conn_id, .vi_id = vi->fw.vi_id};
+    struct via_ctl_conn_done_r r;
+    int fds[2], nfds = 2;
+    VIP_RETURN rc = vipl_call(c->nic, VIA_CTL_CONN_ACCEPT, &q, sizeof q, &r, sizeof r, fds,
+                              &nfds);
+    if (rc == VIP_INVALID_RELIABILITY_LEVEL || rc == VIP_INVALID_STATE ||
+        rc == VIP_INVALID_MTU)
+        return rc; /* the request still waits: the caller may accept or reject */
+    conn_free(c);
+    if (rc != VIP_SUCCESS)
+        return rc;
+    if (nfds != 2) {
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+        return vipl_fail(VIP_ERROR_RESOURCE, "vipd sent no channel for the connection");
+    }
+    vipl_vi_attach_channel(vi, &r, fds[0], fds[1]);
+    return VIP_SUCCESS;
+}
+
+VIP_RETURN VipConnectReject(VIP_CONN_HANDLE ConnHandle)
+{
+    struct vip_conn *c = conn_of(ConnHandle);
+    if (!c)
+        return vipl_fail(VIP_INVALID_PARAMETER, "not a connection handle");
+    struct via_ctl_conn_reject q = {.conn_id = c->conn_id};
+    VIP_RETURN rc = vipl_call(c->nic, VIA_CTL_CONN_REJECT, &q, sizeof q, NULL, 0, NULL, NULL);
+    conn_free(c);
+    return rc;
+}
+
+VIP_RETURN VipConnectRequest(VIP_VI_HANDLE ViHandle, VIP_NET_ADDRESS *LocalAddr,
+                             VIP_NET_ADDRESS *RemoteAddr, VIP_ULONG Timeout,
+                             VIP_VI_ATTRIBUTES *RemoteViAttribs)
+{
+    struct vip_vi *vi = vipl_vi(ViHandle);
+    if (!vi)
+        return vipl_fail(VIP_INVALID_PARAMETER, "not a VI handle");
+    struct via_ctl_conn_request q = {.vi_id = vi->fw.vi_id, .timeout_ms = timeout_wire(Timeout)};
+    VIP_RETURN rc = addr_in(RemoteAddr, &q.remote, true);
+    if (rc != VIP_SUCCESS)
+        return rc;
+    if (LocalAddr && (rc = addr_in(LocalAddr, &q.local, false)) != VIP_SUCCESS)
+        return rc;
+    memcpy(q.local.host, vi->nic->attr.nic_addr, VIA_NIC_ADDR_LEN);
+    struct via_ctl_conn_done_r r;
+    int fds[2], nfds = 2;
+    rc = vipl_call_side(vi->nic, VIA_CTL_CONN_REQUEST, &q, sizeof q, &r, sizeof r, fds, &nfds);
+    if (rc != VIP_SUCCESS)
+        return rc;
+    if (nfds != 2) {
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+        return vipl_fail(VIP_ERROR_RESOURCE, "vipd sent no channel for the connection");
+    }
+    vipl_vi_attach_channel(vi, &r, fds[0], fds[1]);
+    if (RemoteViAttribs)
+        vipl_attr_from_wire(NULL, &r.remote_attr, RemoteViAttribs);
+    return VIP_SUCCESS;
+}
+
+VIP_RETURN VipDisconnect(VIP_VI_HANDLE ViHandle)
+{
+    struct vip_vi *vi = vipl_vi(ViHandle);
+    if (!vi)
+        return vipl_fail(VIP_INVALID_PARAMETER, "not a VI handle");
+    struct via_ctl_vi q = {.vi_id = vi->fw.vi_id};
+    VIP_RETURN rc = vipl_call(vi->nic, VIA_CTL_DISCONNECT, &q, sizeof q, NULL, 0, NULL, NULL);
+    if (rc != VIP_SUCCESS)
+        return rc;
+    /* Queued descriptors complete with DESC_FLUSHED; the VI is Idle again. */
+    vipl_vi_detach_channel(vi);
+    return VIP_SUCCESS;
+}
+
+/* The NIC found an error on a reliable VI: the kernel agent breaks the
+ * connection and puts the peer in the error state (fw_hal.h). */
+void hal_report_vi_error(struct fw_vi *fvi, uint32_t code)
+{
+    struct vip_nic *n = fvi->nic->host;
+    struct via_ctl_vi_error q = {.vi_id = fvi->vi_id, .code = code};
+    vipl_call(n, VIA_CTL_VI_ERROR, &q, sizeof q, NULL, 0, NULL, NULL);
+}

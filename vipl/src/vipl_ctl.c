@@ -1,0 +1,204 @@
+/*
+ * vipl_ctl.c - the library's side of the control path to the kernel agent.
+ *
+ * Every privileged operation (create a VI, register memory, connect ...) is
+ * one request/reply on the session's Unix socket. Calls that may block for
+ * long (VipConnectWait, VipConnectRequest) use a second, ATTACHed socket so
+ * that other threads of the process keep the main one.
+ *
+ * If no vipd serves the socket, the first VipOpenNic starts one: vipd is
+ * found through $VIPD_PATH, then beside this library (PREFIX/bin/vipd for
+ * PREFIX/lib/libvipl.so), then on $PATH. vipd's own lock makes concurrent
+ * starters agree on one daemon; its launcher exits only once the socket
+ * listens, so connecting right after it returns cannot miss.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ctl_sock.h"
+#include "vipl_int.h"
+
+extern char **environ;
+
+static VIP_RETURN roundtrip(int sock, uint32_t op, const void *req, size_t req_len, void *rep,
+                            size_t rep_len, int *fds, int *nfds)
+{
+    struct via_ctl_hdr h = {.op = op, .len = (uint32_t)req_len};
+    struct via_ctl_reply_hdr r;
+    int rc = ctl_send(sock, &h, sizeof h, req, req_len, NULL, 0);
+    if (rc < 0)
+        return vipl_fail(VIP_ERROR_RESOURCE, "vipd connection lost while sending: %s",
+                         strerror(-rc));
+    int cap = nfds ? *nfds : 0;
+    long n = ctl_recv(sock, &r, sizeof r, rep, rep_len, fds, &cap);
+    if (nfds)
+        *nfds = cap;
+    if (n < 0)
+        return vipl_fail(VIP_ERROR_RESOURCE, "vipd connection lost: %s", strerror((int)-n));
+    if (r.status != VIP_SUCCESS) {
+        r.msg[sizeof r.msg - 1] = 0;
+        for (int i = 0; i < cap; i++)
+            close(fds[i]);
+        if (nfds)
+            *nfds = 0;
+        return vipl_fail((VIP_RETURN)r.status, "vipd: %s", r.msg);
+    }
+    if ((size_t)n < rep_len)
+        memset((char *)rep + n, 0, rep_len - (size_t)n);
+    return VIP_SUCCESS;
+}
+
+VIP_RETURN vipl_call(struct vip_nic *n, uint32_t op, const void *req, size_t req_len,
+                     void *rep, size_t rep_len, int *fds, int *nfds)
+{
+    pthread_mutex_lock(&n->ctl_lock);
+    VIP_RETURN rc = roundtrip(n->sock, op, req, req_len, rep, rep_len, fds, nfds);
+    pthread_mutex_unlock(&n->ctl_lock);
+    return rc;
+}
+
+VIP_RETURN vipl_call_side(struct vip_nic *n, uint32_t op, const void *req, size_t req_len,
+                          void *rep, size_t rep_len, int *fds, int *nfds)
+{
+    int s = ctl_connect(n->sock_path);
+    if (s < 0)
+        return vipl_fail(VIP_ERROR_RESOURCE, "cannot reach vipd at %s: %s", n->sock_path,
+                         strerror(-s));
+    struct via_ctl_attach a = {.session_id = n->session_id};
+    VIP_RETURN rc = roundtrip(s, VIA_CTL_ATTACH, &a, sizeof a, NULL, 0, NULL, NULL);
+    if (rc == VIP_SUCCESS)
+        rc = roundtrip(s, op, req, req_len, rep, rep_len, fds, nfds);
+    close(s);
+    return rc;
+}
+
+void *vipl_map_fd(int fd, size_t len, int prot)
+{
+    void *p = mmap(NULL, len, prot, MAP_SHARED, fd, 0);
+    close(fd);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static int executable(const char *p)
+{
+    return access(p, X_OK) == 0;
+}
+
+/* Where is vipd? $VIPD_PATH, beside the library, then $PATH. */
+static int find_vipd(char *out, size_t cap)
+{
+    const char *env = getenv("VIPD_PATH");
+    if (env && *env) {
+        snprintf(out, cap, "%s", env);
+        return executable(out) ? 0 : -1;
+    }
+    Dl_info info;
+    if (dladdr((void *)find_vipd, &info) && info.dli_fname) {
+        char lib[PATH_MAX];
+        if (realpath(info.dli_fname, lib)) {
+            char *slash = strrchr(lib, '/');
+            if (slash) {
+                *slash = 0;
+                snprintf(out, cap, "%s/../bin/vipd", lib);
+                if (executable(out))
+                    return 0;
+                snprintf(out, cap, "%s/vipd", lib);
+                if (executable(out))
+                    return 0;
+            }
+        }
+    }
+    const char *path = getenv("PATH");
+    if (!path)
+        return -1;
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *save = NULL, *dir = strtok_r(buf, ":", &save); dir;
+         dir = strtok_r(NULL, ":", &save)) {
+        snprintf(out, cap, "%s/vipd", dir);
+        if (executable(out))
+            return 0;
+    }
+    return -1;
+}
+
+static int start_vipd(const char *sock_path)
+{
+    char exe[PATH_MAX];
+    if (find_vipd(exe, sizeof exe) < 0) {
+        vipl_set_error("no vipd is running on %s and none was found to start "
+                       "(set VIPD_PATH, put vipd on PATH, or start 'vipd -f' by hand)",
+                       sock_path);
+        return -1;
+    }
+    const char *nics = getenv("VIPD_NICS");
+    const char *profile = getenv("VIP_PROFILE");
+    char *argv[10];
+    int a = 0;
+    argv[a++] = exe;
+    argv[a++] = (char *)"--autostart";
+    argv[a++] = (char *)"-s";
+    argv[a++] = (char *)sock_path;
+    argv[a++] = (char *)"-n";
+    argv[a++] = (char *)(nics && *nics ? nics : "2");
+    if (profile && *profile) {
+        argv[a++] = (char *)"--profile";
+        argv[a++] = (char *)profile;
+    }
+    argv[a] = NULL;
+    pid_t pid;
+    int rc = posix_spawn(&pid, exe, NULL, NULL, argv, environ);
+    if (rc) {
+        vipl_set_error("cannot start %s: %s", exe, strerror(rc));
+        return -1;
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        vipl_set_error("%s --autostart failed (status %d); see the log beside %s", exe,
+                       WIFEXITED(status) ? WEXITSTATUS(status) : -1, sock_path);
+        return -1;
+    }
+    return 0;
+}
+
+int vipl_connect_vipd(const char *path)
+{
+    int s = ctl_connect(path);
+    if (s >= 0)
+        return s;
+    const char *auto_env = getenv("VIPD_AUTOSTART");
+    if (auto_env && strcmp(auto_env, "0") == 0) {
+        vipl_set_error("no vipd is running on %s and VIPD_AUTOSTART=0 (start 'vipd -f')",
+                       path);
+        return -1;
+    }
+    if (ctl_make_socket_dir(path) < 0) {
+        vipl_set_error("cannot use the directory of %s (it must be ours, mode 0700)", path);
+        return -1;
+    }
+    if (start_vipd(path) < 0)
+        return -1;
+    /* The launcher returned after the socket listened; a daemon that was
+     * exiting on idle at that very moment is the only reason to retry. */
+    for (int i = 0; i < 50; i++) {
+        s = ctl_connect(path);
+        if (s >= 0)
+            return s;
+        if (i == 25 && start_vipd(path) < 0)
+            return -1;
+        usleep(20000);
+    }
+    vipl_set_error("vipd was started but %s does not accept connections", path);
+    return -1;
+}

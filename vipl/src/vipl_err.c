@@ -1,0 +1,68 @@
+/*
+ * vipl_err.c - error messages: every failure says what failed and why.
+ *
+ * VIPL returns bare codes; the reason goes to a per-thread message that
+ * vip_last_error() (vipl_ext.h) returns, and to stderr when VIP_DEBUG is set.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "vipl_ext.h"
+#include "vipl_int.h"
+
+static _Thread_local char last_error[256];
+
+void vipl_set_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    const char *dbg = getenv("VIP_DEBUG");
+    if (dbg && *dbg && *dbg != '0')
+        fprintf(stderr, "vipl: %s\n", last_error);
+}
+
+VIP_RETURN vipl_fail(VIP_RETURN rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    const char *dbg = getenv("VIP_DEBUG");
+    if (dbg && *dbg && *dbg != '0')
+        fprintf(stderr, "vipl: %s: %s\n", vip_strerror(rc), last_error);
+    return rc;
+}
+
+const char *vip_last_error(void)
+{
+    return last_error;
+}
+
+const char *vip_strerror(VIP_RETURN rc)
+{
+    static const char *const names[] = {
+        [VIP_SUCCESS] = "VIP_SUCCESS",
+        [VIP_NOT_DONE] = "VIP_NOT_DONE",
+        [VIP_INVALID_PARAMETER] = "VIP_INVALID_PARAMETER",
+        [VIP_ERROR_RESOURCE] = "VIP_ERROR_RESOURCE",
+        [VIP_TIMEOUT] = "VIP_TIMEOUT",
+        [VIP_REJECT] = "VIP_REJECT",
+        [VIP_INVALID_RELIABILITY_LEVEL] = "VIP_INVALID_RELIABILITY_LEVEL",
+        [VIP_INVALID_MTU] = "VIP_INVALID_MTU",
+        [VIP_INVALID_QOS] = "VIP_INVALID_QOS",
+        [VIP_INVALID_PTAG] = "VIP_INVALID_PTAG",
+        [VIP_INVALID_RDMAREAD] = "VIP_INVALID_RDMAREAD",
+        [VIP_DESCRIPTOR_ERROR] = "VIP_DESCRIPTOR_ERROR",
+        [VIP_INVALID_STATE] = "VIP_INVALID_STATE",
+        [VIP_ERROR_NAMESERVICE] = "VIP_ERROR_NAMESERVICE",
+        [VIP_NO_MATCH] = "VIP_NO_MATCH",
+        [VIP_NOT_REACHABLE] = "VIP_NOT_REACHABLE",
+        [VIP_ERROR_NOT_SUPPORTED] = "VIP_ERROR_NOT_SUPPORTED",
+    };
+    if ((unsigned)rc < sizeof names / sizeof names[0] && names[rc])
+        return names[rc];
+    return "VIP_(unknown return code)";
+}

@@ -1,0 +1,149 @@
+/*
+ * vipl_int.h - libvipl internals: the host half of the data path and the
+ * client of the kernel agent.
+ *
+ * Objects behind the opaque VIPL handles. Each starts with a magic word so
+ * a stale or foreign handle is refused with VIP_INVALID_PARAMETER instead
+ * of being trusted.
+ */
+#ifndef VIPL_INT_H
+#define VIPL_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <vipl.h>
+
+#include "fw.h"
+#include "via_abi.h"
+
+#define VIPL_MAGIC_NIC 0x4e494331u
+#define VIPL_MAGIC_VI 0x56493031u
+#define VIPL_MAGIC_CQ 0x43513031u
+#define VIPL_MAGIC_PTAG 0x50544731u
+#define VIPL_MAGIC_CONN 0x434f4e31u
+#define VIPL_DEAD 0xdeadbeefu
+
+struct vip_vi;
+
+struct vip_ptag {
+    uint32_t magic;
+    uint32_t id;
+    struct vip_nic *nic;
+    struct vip_ptag *next;
+};
+
+struct vip_nic {
+    uint32_t magic;
+    int sock;                    /* control channel to vipd (session) */
+    pthread_mutex_t ctl_lock;    /* one request/reply at a time on sock */
+    uint32_t session_id;
+    uint32_t nic_index;
+    char sock_path[256];
+    struct via_ctl_query_nic_r attr;
+
+    struct fw_nic fw;            /* the NIC's view of this session */
+    void *tpt_map;
+    struct via_event_page *ev;
+    struct via_status_page *st;
+
+    pthread_mutex_t lock;        /* vis[], ptags, error callback */
+    struct vip_vi *vis[VIA_MAX_VI];
+    struct vip_ptag *ptags;
+    void (*err_handler)(VIP_PVOID, VIP_ERROR_DESCRIPTOR *);
+    VIP_PVOID err_ctx;
+};
+
+struct vip_cq {
+    uint32_t magic;
+    uint32_t id;
+    struct vip_nic *nic;
+    struct fw_cq fw;
+    size_t map_len;
+    _Atomic uint32_t nvis;       /* VIs bound to it */
+};
+
+/* Host-side record of posted descriptors, in posting order. The NIC
+ * completes a work queue in order, so Done/Wait look only at the head. */
+struct vip_queue {
+    VIP_DESCRIPTOR *desc[VIA_QUEUE_DEPTH];
+    uint32_t head, tail;
+};
+
+struct vip_vi {
+    uint32_t magic;
+    struct vip_nic *nic;
+    pthread_mutex_t lock;        /* the host library and the NIC of this VI */
+    struct fw_vi fw;
+    VIP_VI_ATTRIBUTES attr;
+    struct vip_cq *scq, *rcq;
+    struct vip_queue sq, rq;
+    struct via_vi_page *db;
+    struct via_chan *chan;
+    struct via_event_page *peer_ev;
+};
+
+struct vip_conn {
+    uint32_t magic;
+    uint32_t conn_id;
+    struct vip_nic *nic;
+    VIP_VI_ATTRIBUTES remote_attr;
+};
+
+/* The bytes of a VIP_NET_ADDRESS (host address, then discriminator). The
+ * struct declares HostAddress[1] but callers allocate it larger. */
+static inline uint8_t *vipl_na_bytes(const VIP_NET_ADDRESS *a)
+{
+    return (uint8_t *)((uintptr_t)a + offsetof(VIP_NET_ADDRESS, HostAddress));
+}
+
+/* ---- vipl_ctl.c: the control channel ------------------------------------- */
+VIP_RETURN vipl_call(struct vip_nic *n, uint32_t op, const void *req, size_t req_len,
+                     void *rep, size_t rep_len, int *fds, int *nfds);
+/* The same on a fresh ATTACHed socket, for calls that block (connect). */
+VIP_RETURN vipl_call_side(struct vip_nic *n, uint32_t op, const void *req, size_t req_len,
+                          void *rep, size_t rep_len, int *fds, int *nfds);
+/* Connect to vipd, starting one if none runs (unless VIPD_AUTOSTART=0). */
+int vipl_connect_vipd(const char *path);
+void *vipl_map_fd(int fd, size_t len, int prot);
+
+/* ---- vipl_err.c: messages ----------------------------------------------------- */
+void vipl_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+VIP_RETURN vipl_fail(VIP_RETURN rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- handle checks -------------------------------------------------------------- */
+static inline struct vip_nic *vipl_nic(VIP_NIC_HANDLE h)
+{
+    struct vip_nic *n = h;
+    return n && n->magic == VIPL_MAGIC_NIC ? n : NULL;
+}
+static inline struct vip_vi *vipl_vi(VIP_VI_HANDLE h)
+{
+    struct vip_vi *v = h;
+    return v && v->magic == VIPL_MAGIC_VI ? v : NULL;
+}
+static inline struct vip_cq *vipl_cq(VIP_CQ_HANDLE h)
+{
+    struct vip_cq *c = h;
+    return c && c->magic == VIPL_MAGIC_CQ ? c : NULL;
+}
+struct vip_ptag *vipl_ptag(struct vip_nic *n, VIP_PROTECTION_HANDLE h);
+struct vip_ptag *vipl_ptag_by_id(struct vip_nic *n, uint32_t id);
+
+/* ---- vipl_vi.c / vipl_conn.c ------------------------------------------------------- */
+void vipl_vi_attach_channel(struct vip_vi *vi, const struct via_ctl_conn_done_r *r,
+                            int chan_fd, int peer_ev_fd);
+void vipl_vi_detach_channel(struct vip_vi *vi);
+void vipl_attr_to_wire(const VIP_VI_ATTRIBUTES *a, struct via_vi_attr *w);
+void vipl_attr_from_wire(struct vip_nic *n, const struct via_vi_attr *w, VIP_VI_ATTRIBUTES *a);
+
+/* ---- vipl_wait.c: progress, completion and waiting ----------------------------------- */
+/* Deliver an asynchronous error the NIC left on the VI (call unlocked). */
+void vipl_deliver_error(struct vip_vi *vi);
+/* Sleep on the session's event page until it changes or the deadline. */
+typedef bool (*vipl_ready_fn)(void *arg);
+VIP_RETURN vipl_wait(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn ready, void *arg);
+
+#endif

@@ -1,0 +1,189 @@
+/*
+ * vipl_mem.c - protection tags and memory registration.
+ *
+ * Registration asks the kernel agent for a TPT entry (memory handle ->
+ * owner, ptag, range, RDMA enables). The NIC of the native profile runs on
+ * this process's CPU and walks this process's virtual addresses, much as
+ * the S-Bus LANai used virtually addressed DMA, so any mapped buffer
+ * (heap, static, stack, any alignment) can be registered without moving
+ * pages; see spec-notes/memory-registration.md.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "vipl_int.h"
+
+struct vip_ptag *vipl_ptag(struct vip_nic *n, VIP_PROTECTION_HANDLE h)
+{
+    struct vip_ptag *p = h;
+    if (!p || p->magic != VIPL_MAGIC_PTAG || p->nic != n)
+        return NULL;
+    return p;
+}
+
+struct vip_ptag *vipl_ptag_by_id(struct vip_nic *n, uint32_t id)
+{
+    struct vip_ptag *p;
+    pthread_mutex_lock(&n->lock);
+    for (p = n->ptags; p && p->id != id; p = p->next)
+        ;
+    pthread_mutex_unlock(&n->lock);
+    return p;
+}
+
+VIP_RETURN VipCreatePtag(VIP_NIC_HANDLE NicHandle, VIP_PROTECTION_HANDLE *Ptag)
+{
+    struct vip_nic *n = vipl_nic(NicHandle);
+    if (!n || !Ptag)
+        return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument to VipCreatePtag");
+    struct via_ctl_ptag_r r;
+    VIP_RETURN rc = vipl_call(n, VIA_CTL_CREATE_PTAG, NULL, 0, &r, sizeof r, NULL, NULL);
+    if (rc != VIP_SUCCESS)
+        return rc;
+    struct vip_ptag *p = calloc(1, sizeof *p);
+    if (!p) {
+        struct via_ctl_ptag q = {.ptag = r.ptag};
+        vipl_call(n, VIA_CTL_DESTROY_PTAG, &q, sizeof q, NULL, 0, NULL, NULL);
+        return vipl_fail(VIP_ERROR_RESOURCE, "out of memory");
+    }
+    *p = (struct vip_ptag){.magic = VIPL_MAGIC_PTAG, .id = r.ptag, .nic = n};
+    pthread_mutex_lock(&n->lock);
+    p->next = n->ptags;
+    n->ptags = p;
+    pthread_mutex_unlock(&n->lock);
+    *Ptag = p;
+    return VIP_SUCCESS;
+}
+
+VIP_RETURN VipDestroyPtag(VIP_NIC_HANDLE NicHandle, VIP_PROTECTION_HANDLE Ptag)
+{
+    struct vip_nic *n = vipl_nic(NicHandle);
+    if (!n)
+        return vipl_fail(VIP_INVALID_PARAMETER, "not a NIC handle");
+    struct vip_ptag *p = vipl_ptag(n, Ptag);
+    if (!p)
+        return vipl_fail(VIP_INVALID_PTAG, "not a protection tag of this NIC");
+    struct via_ctl_ptag q = {.ptag = p->id};
+    VIP_RETURN rc = vipl_call(n, VIA_CTL_DESTROY_PTAG, &q, sizeof q, NULL, 0, NULL, NULL);
+    if (rc != VIP_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&n->lock);
+    for (struct vip_ptag **pp = &n->ptags; *pp; pp = &(*pp)->next) {
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&n->lock);
+    p->magic = VIPL_DEAD;
+    free(p);
+    return VIP_SUCCESS;
+}
+
+/* Is every page of [va, va+len) mapped? mincore fails with ENOMEM if not. */
+static int range_mapped(uintptr_t va, size_t len)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t start = va & ~(uintptr_t)(pg - 1);
+    size_t span = (va + len - start + pg - 1) & ~(pg - 1);
+    unsigned char vec[256];
+    while (span) {
+        size_t chunk = span < sizeof vec * pg ? span : sizeof vec * pg;
+        if (mincore((void *)start, chunk, vec) < 0)
+            return 0;
+        start += chunk;
+        span -= chunk;
+    }
+    return 1;
+}
+
+static uint32_t mem_flags(const VIP_MEM_ATTRIBUTES *a)
+{
+    return (a->EnableRdmaWrite ? VIA_TPT_RDMA_WRITE : 0u) |
+           (a->EnableRdmaRead ? VIA_TPT_RDMA_READ : 0u);
+}
+
+VIP_RETURN VipRegisterMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress, VIP_ULONG Length,
+                          VIP_MEM_ATTRIBUTES *MemAttribs, VIP_MEM_HANDLE *MemoryHandle)
+{
+    struct vip_nic *n = vipl_nic(NicHandle);
+    if (!n || !MemAttribs || !MemoryHandle)
+        return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument to VipRegisterMem");
+    struct vip_ptag *p = vipl_ptag(n, MemAttribs->Ptag);
+    if (!p)
+        return vipl_fail(VIP_INVALID_PTAG, "MemAttribs->Ptag is not a protection tag of "
+                                           "this NIC (create one with VipCreatePtag)");
+    uintptr_t va = (uintptr_t)VirtualAddress;
+    if (!va || Length == 0 || va + Length < va)
+        return vipl_fail(VIP_INVALID_PARAMETER, "bad region %p + %lu", VirtualAddress,
+                         (unsigned long)Length);
+    if (Length > n->attr.max_register_bytes)
+        return vipl_fail(VIP_ERROR_RESOURCE, "region of %lu bytes exceeds MaxRegisterBytes",
+                         (unsigned long)Length);
+    if (!range_mapped(va, Length))
+        return vipl_fail(VIP_INVALID_PARAMETER,
+                         "region %p + %lu is not mapped memory of this process",
+                         VirtualAddress, (unsigned long)Length);
+    struct via_ctl_reg_mem q = {.va = va, .len = Length, .ptag = p->id,
+                                .flags = mem_flags(MemAttribs)};
+    struct via_ctl_reg_mem_r r;
+    VIP_RETURN rc = vipl_call(n, VIA_CTL_REG_MEM, &q, sizeof q, &r, sizeof r, NULL, NULL);
+    if (rc == VIP_SUCCESS)
+        *MemoryHandle = r.handle;
+    return rc;
+}
+
+VIP_RETURN VipDeregisterMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress,
+                            VIP_MEM_HANDLE MemoryHandle)
+{
+    struct vip_nic *n = vipl_nic(NicHandle);
+    if (!n)
+        return vipl_fail(VIP_INVALID_PARAMETER, "not a NIC handle");
+    struct via_ctl_dereg_mem q = {.va = (uintptr_t)VirtualAddress, .handle = MemoryHandle};
+    return vipl_call(n, VIA_CTL_DEREG_MEM, &q, sizeof q, NULL, 0, NULL, NULL);
+}
+
+/* The TPT entry of a handle, read from the NIC's table, if it is live. */
+static const struct via_tpt_entry *tpt_lookup(struct vip_nic *n, VIP_MEM_HANDLE h)
+{
+    uint32_t idx = VIA_MH_INDEX(h);
+    if (idx >= VIA_MAX_TPT || VIA_MH_GEN(h) == 0)
+        return NULL;
+    const struct via_tpt_entry *e = &n->fw.tpt[idx];
+    return atomic_load_explicit(&e->gen, memory_order_acquire) == VIA_MH_GEN(h) ? e : NULL;
+}
+
+VIP_RETURN VipQueryMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID Address, VIP_MEM_HANDLE MemHandle,
+                       VIP_MEM_ATTRIBUTES *MemAttribs)
+{
+    struct vip_nic *n = vipl_nic(NicHandle);
+    if (!n || !MemAttribs)
+        return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument to VipQueryMem");
+    const struct via_tpt_entry *e = tpt_lookup(n, MemHandle);
+    uintptr_t a = (uintptr_t)Address;
+    if (!e || a < e->va || a - e->va >= e->len)
+        return vipl_fail(VIP_INVALID_PARAMETER,
+                         "memory handle 0x%x does not cover %p in this process", MemHandle,
+                         Address);
+    MemAttribs->Ptag = vipl_ptag_by_id(n, e->ptag);
+    MemAttribs->EnableRdmaWrite = (e->flags & VIA_TPT_RDMA_WRITE) ? VIP_TRUE : VIP_FALSE;
+    MemAttribs->EnableRdmaRead = (e->flags & VIA_TPT_RDMA_READ) ? VIP_TRUE : VIP_FALSE;
+    return VIP_SUCCESS;
+}
+
+VIP_RETURN VipSetMemAttributes(VIP_NIC_HANDLE NicHandle, VIP_PVOID Address,
+                               VIP_MEM_HANDLE MemHandle, VIP_MEM_ATTRIBUTES *MemAttribs)
+{
+    struct vip_nic *n = vipl_nic(NicHandle);
+    if (!n || !MemAttribs)
+        return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument");
+    struct vip_ptag *p = vipl_ptag(n, MemAttribs->Ptag);
+    if (!p)
+        return vipl_fail(VIP_INVALID_PTAG, "MemAttribs->Ptag is not a ptag of this NIC");
+    struct via_ctl_set_mem q = {.va = (uintptr_t)Address, .handle = MemHandle, .ptag = p->id,
+                                .flags = mem_flags(MemAttribs)};
+    return vipl_call(n, VIA_CTL_SET_MEM, &q, sizeof q, NULL, 0, NULL, NULL);
+}

@@ -1,0 +1,271 @@
+/*
+ * vipl_nic.c - NIC sessions: VipOpenNic, VipCloseNic, VipQueryNic, the
+ * error callback, and the local name service.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ctl_sock.h"
+#include "vipl_int.h"
+
+/* "via0", "/dev/via0", and the M-VIA names "/dev/via_lo", "/dev/via_ethN". */
+static int parse_nic_name(const char *name, uint32_t *idx)
+{
+    if (!name || !*name) {
+        *idx = 0;
+        return 0;
+    }
+    if (strncmp(name, "/dev/", 5) == 0)
+        name += 5;
+    const char *num;
+    if (strcmp(name, "via_lo") == 0) {
+        *idx = 0;
+        return 0;
+    }
+    if (strncmp(name, "via_eth", 7) == 0)
+        num = name + 7;
+    else if (strncmp(name, "via", 3) == 0)
+        num = name + 3;
+    else
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(num, &end, 10);
+    if (!*num || *end || errno || v >= VIA_MAX_NICS)
+        return -1;
+    *idx = (uint32_t)v;
+    return 0;
+}
+
+static void default_error_handler(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e)
+{
+    (void)ctx;
+    static const char *const what[] = {
+        [VIP_ERROR_POST_DESC] = "a posted descriptor was in error",
+        [VIP_ERROR_CONN_LOST] = "the connection was lost",
+        [VIP_ERROR_RECVQ_EMPTY] = "a message arrived with no receive posted",
+        [VIP_ERROR_VI_OVERRUN] = "VI overrun",
+        [VIP_ERROR_RDMAW_PROT] = "RDMA write protection",
+        [VIP_ERROR_RDMAW_DATA] = "RDMA write data",
+        [VIP_ERROR_RDMAW_ABORT] = "RDMA write aborted",
+        [VIP_ERROR_RDMAR_PROT] = "RDMA read protection",
+        [VIP_ERROR_COMP_PROT] = "completion protection",
+        [VIP_ERROR_RDMA_TRANSPORT] = "RDMA transport",
+        [VIP_ERROR_CATASTROPHIC] = "catastrophic (the link misbehaved)",
+    };
+    struct vip_vi *vi = e->ViHandle;
+    const char *q = getenv("VIP_QUIET");
+    if (q && *q && *q != '0')
+        return;
+    fprintf(stderr, "vipl: VI %u: %s; the VI is in the error state (VipDisconnect resets it)\n",
+            vi ? vi->fw.vi_id : 0u,
+            (unsigned)e->ErrorCode < sizeof what / sizeof what[0] ? what[e->ErrorCode] : "error");
+}
+
+VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle)
+{
+    uint32_t idx;
+    if (!NicHandle)
+        return vipl_fail(VIP_INVALID_PARAMETER, "NicHandle is NULL");
+    if (parse_nic_name(DeviceName, &idx) < 0)
+        return vipl_fail(VIP_INVALID_PARAMETER,
+                         "unknown device name '%s' (use via0, /dev/via0, /dev/via_lo or "
+                         "/dev/via_ethN)", DeviceName);
+    struct vip_nic *n = calloc(1, sizeof *n);
+    if (!n)
+        return vipl_fail(VIP_ERROR_RESOURCE, "out of memory");
+    ctl_socket_path(n->sock_path, sizeof n->sock_path);
+    n->sock = vipl_connect_vipd(n->sock_path);
+    if (n->sock < 0) {
+        free(n);
+        return VIP_ERROR_RESOURCE; /* message set by vipl_connect_vipd */
+    }
+    pthread_mutex_init(&n->ctl_lock, NULL);
+    pthread_mutex_init(&n->lock, NULL);
+
+    struct via_ctl_hello h = {.abi = VIA_ABI_VERSION, .nic = idx, .pid = (uint32_t)getpid()};
+    FILE *f = fopen("/proc/self/comm", "r");
+    if (f) {
+        if (fgets(h.progname, sizeof h.progname, f))
+            h.progname[strcspn(h.progname, "\n")] = 0;
+        fclose(f);
+    }
+    struct via_ctl_hello_r r;
+    int fds[3], nfds = 3;
+    VIP_RETURN rc = vipl_call(n, VIA_CTL_HELLO, &h, sizeof h, &r, sizeof r, fds, &nfds);
+    if (rc == VIP_SUCCESS && nfds != 3) {
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+        rc = vipl_fail(VIP_ERROR_RESOURCE, "vipd sent %d shared objects, expected 3", nfds);
+    }
+    if (rc != VIP_SUCCESS)
+        goto fail;
+    n->session_id = r.session_id;
+    n->nic_index = idx;
+    n->tpt_map = vipl_map_fd(fds[0], VIA_TPT_BYTES, PROT_READ);
+    n->ev = vipl_map_fd(fds[1], sizeof *n->ev, PROT_READ | PROT_WRITE);
+    n->st = vipl_map_fd(fds[2], sizeof *n->st, PROT_READ | PROT_WRITE);
+    if (!n->tpt_map || !n->ev || !n->st) {
+        rc = vipl_fail(VIP_ERROR_RESOURCE, "cannot map the NIC's shared pages: %s",
+                       strerror(errno));
+        goto fail;
+    }
+    rc = vipl_call(n, VIA_CTL_QUERY_NIC, NULL, 0, &n->attr, sizeof n->attr, NULL, NULL);
+    if (rc != VIP_SUCCESS)
+        goto fail;
+    n->fw = (struct fw_nic){.nic_index = (uint16_t)idx, .tpt = n->tpt_map, .ev = n->ev,
+                            .st = n->st, .host = n};
+    n->err_handler = default_error_handler;
+    n->magic = VIPL_MAGIC_NIC;
+    *NicHandle = n;
+    return VIP_SUCCESS;
+fail:
+    if (n->tpt_map)
+        munmap(n->tpt_map, VIA_TPT_BYTES);
+    if (n->ev)
+        munmap(n->ev, sizeof *n->ev);
+    if (n->st)
+        munmap(n->st, sizeof *n->st);
+    close(n->sock);
+    free(n);
+    return rc;
+}
+
+VIP_RETURN VipCloseNic(VIP_NIC_HANDLE NicHandle)
+{
+    struct vip_nic *n = vipl_nic(NicHandle);
+    if (!n)
+        return vipl_fail(VIP_INVALID_PARAMETER, "not a NIC handle");
+    pthread_mutex_lock(&n->lock);
+    for (unsigned i = 0; i < VIA_MAX_VI; i++) {
+        if (n->vis[i]) {
+            pthread_mutex_unlock(&n->lock);
+            return vipl_fail(VIP_INVALID_STATE,
+                             "VI %u still exists on this NIC: destroy it first", i);
+        }
+    }
+    pthread_mutex_unlock(&n->lock);
+    /* Closing the session makes vipd free whatever is left (ptags, regions,
+     * CQs), exactly as when a process exits. */
+    close(n->sock);
+    munmap(n->tpt_map, VIA_TPT_BYTES);
+    munmap(n->ev, sizeof *n->ev);
+    munmap(n->st, sizeof *n->st);
+    for (struct vip_ptag *p = n->ptags, *next; p; p = next) {
+        next = p->next;
+        p->magic = VIPL_DEAD;
+        free(p);
+    }
+    pthread_mutex_destroy(&n->lock);
+    pthread_mutex_destroy(&n->ctl_lock);
+    n->magic = VIPL_DEAD;
+    free(n);
+    return VIP_SUCCESS;
+}
+
+VIP_RETURN VipQueryNic(VIP_NIC_HANDLE NicHandle, VIP_NIC_ATTRIBUTES *a)
+{
+    struct vip_nic *n = vipl_nic(NicHandle);
+    if (!n || !a)
+        return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument to VipQueryNic");
+    const struct via_ctl_query_nic_r *q = &n->attr;
+    memset(a, 0, sizeof *a);
+    snprintf(a->Name, sizeof a->Name, "%s", q->name);
+    a->HardwareVersion = 0x4000; /* LANai 4.x */
+    a->ProviderVersion = VIA_ABI_VERSION;
+    a->NicAddressLen = VIA_NIC_ADDR_LEN;
+    a->LocalNicAddress = q->nic_addr;
+    a->ThreadSafe = VIP_TRUE;
+    a->MaxDiscriminatorLen = VIA_MAX_DISCRIM;
+    a->MaxRegisterBytes = q->max_register_bytes;
+    a->MaxRegisterRegions = q->max_tpt;
+    a->MaxRegisterBlockBytes = q->max_register_bytes;
+    a->MaxVI = q->max_vi;
+    a->MaxDescriptorsPerQueue = q->queue_depth;
+    a->MaxSegmentsPerDesc = q->max_segs;
+    a->MaxCQ = q->max_cq;
+    a->MaxCQEntries = q->max_cq_entries;
+    a->MaxTransferSize = q->max_transfer;
+    a->NativeMTU = q->mtu;
+    a->MaxPtags = q->max_ptags;
+    a->ReliabilityLevelSupport = VIP_SERVICE_UNRELIABLE | VIP_SERVICE_RELIABLE_DELIVERY |
+                                 VIP_SERVICE_RELIABLE_RECEPTION;
+    a->RDMAReadSupport = 0; /* RDMA is not built yet */
+    return VIP_SUCCESS;
+}
+
+VIP_RETURN VipErrorCallback(VIP_NIC_HANDLE NicHandle, VIP_PVOID Context,
+                            void (*Handler)(VIP_PVOID, VIP_ERROR_DESCRIPTOR *))
+{
+    struct vip_nic *n = vipl_nic(NicHandle);
+    if (!n)
+        return vipl_fail(VIP_INVALID_PARAMETER, "not a NIC handle");
+    pthread_mutex_lock(&n->lock);
+    n->err_handler = Handler ? Handler : default_error_handler;
+    n->err_ctx = Context;
+    pthread_mutex_unlock(&n->lock);
+    return VIP_SUCCESS;
+}
+
+/* ---- name service: this host's NICs --------------------------------------- */
+
+VIP_RETURN VipNSInit(VIP_NIC_HANDLE NicHandle, VIP_PVOID NSInitInfo)
+{
+    (void)NSInitInfo;
+    return vipl_nic(NicHandle) ? VIP_SUCCESS
+                               : vipl_fail(VIP_INVALID_PARAMETER, "not a NIC handle");
+}
+
+VIP_RETURN VipNSShutdown(VIP_NIC_HANDLE NicHandle)
+{
+    return VipNSInit(NicHandle, NULL);
+}
+
+VIP_RETURN VipNSGetHostByName(VIP_NIC_HANDLE NicHandle, VIP_CHAR *Name,
+                              VIP_NET_ADDRESS *Address, VIP_ULONG NameIndex)
+{
+    struct vip_nic *n = vipl_nic(NicHandle);
+    if (!n || !Name || !Address)
+        return vipl_fail(VIP_INVALID_PARAMETER, "NULL argument to VipNSGetHostByName");
+    if (NameIndex != 0)
+        return vipl_fail(VIP_ERROR_NAMESERVICE, "'%s' has only one address (index 0)", Name);
+    struct via_ctl_ns_lookup q = {{0}};
+    if (strlen(Name) >= sizeof q.name)
+        return vipl_fail(VIP_ERROR_NAMESERVICE, "host name too long");
+    strcpy(q.name, Name);
+    struct via_ctl_ns_lookup_r r;
+    VIP_RETURN rc = vipl_call(n, VIA_CTL_NS_LOOKUP, &q, sizeof q, &r, sizeof r, NULL, NULL);
+    if (rc != VIP_SUCCESS)
+        return rc;
+    Address->HostAddressLen = VIA_NIC_ADDR_LEN;
+    memcpy(vipl_na_bytes(Address), r.nic_addr, VIA_NIC_ADDR_LEN);
+    return VIP_SUCCESS;
+}
+
+VIP_RETURN VipNSGetHostByAddr(VIP_NIC_HANDLE NicHandle, VIP_NET_ADDRESS *Address,
+                              VIP_CHAR *Name, VIP_ULONG *NameLen)
+{
+    struct vip_nic *n = vipl_nic(NicHandle);
+    if (!n || !Address || !Name || !NameLen)
+        return vipl_fail(VIP_INVALID_PARAMETER, "NULL argument to VipNSGetHostByAddr");
+    if (Address->HostAddressLen != VIA_NIC_ADDR_LEN ||
+        memcmp(vipl_na_bytes(Address), n->attr.nic_addr, 4) != 0)
+        return vipl_fail(VIP_ERROR_NAMESERVICE, "address is not a NIC of this host");
+    char host[64] = "localhost", buf[96];
+    gethostname(host, sizeof host - 1);
+    const uint8_t *ha = vipl_na_bytes(Address);
+    unsigned nic = (unsigned)ha[4] << 8 | ha[5];
+    int len = snprintf(buf, sizeof buf, "%s:via%u", host, nic);
+    if ((VIP_ULONG)len + 1 > *NameLen) {
+        *NameLen = (VIP_ULONG)len + 1;
+        return vipl_fail(VIP_INVALID_PARAMETER, "name buffer too small (%d bytes needed)",
+                         len + 1);
+    }
+    memcpy(Name, buf, (size_t)len + 1);
+    *NameLen = (VIP_ULONG)len + 1;
+    return VIP_SUCCESS;
+}

@@ -1,0 +1,75 @@
+/*
+ * vipl_post.c - Build and Ring: posting descriptors.
+ *
+ * VipPostSend/VipPostRecv record the descriptor in the host's queue, clear
+ * its status, and ring the VI's doorbell (T1/R1): a token with the
+ * descriptor's address and memory handle goes into the doorbell page. In
+ * the native profile the doorbell is "hardware": ringing the send doorbell
+ * points the NIC at this VI at once (fw_tx_doorbell), with no scan.
+ */
+#include "vipl_int.h"
+
+/* T1/R1 Ring: one token into the VI's doorbell ring. */
+static void ring_doorbell(struct via_db_queue *q, struct fw_wq *wq, VIP_DESCRIPTOR *d,
+                          VIP_MEM_HANDLE mh)
+{
+    uint32_t prod = atomic_load_explicit(&q->prod, memory_order_relaxed);
+    if (prod - atomic_load_explicit(&q->cons, memory_order_acquire) >= VIA_DB_SLOTS)
+        fw_bell_take(q, wq); /* our NIC takes tokens whenever asked */
+    q->tok[prod % VIA_DB_SLOTS] = (struct via_db_token){
+        .desc_va = (uintptr_t)d, .mem_handle = mh, .word2 = VIA_DB_WORD2(VIA_DB_DESC, 0)};
+    atomic_store_explicit(&q->prod, prod + 1, memory_order_release);
+}
+
+static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bool recv)
+{
+    struct vip_vi *vi = vipl_vi(h);
+    if (!vi || !d)
+        return vipl_fail(VIP_INVALID_PARAMETER, "%s", !vi ? "not a VI handle"
+                                                          : "descriptor pointer is NULL");
+    pthread_mutex_lock(&vi->lock);
+    uint32_t st = atomic_load_explicit(&vi->db->state, memory_order_relaxed);
+    if (!recv && (st == VIA_VI_IDLE || st == VIA_VI_PENDING)) {
+        pthread_mutex_unlock(&vi->lock);
+        return vipl_fail(VIP_INVALID_STATE, "VI %u is not connected: cannot send",
+                         vi->fw.vi_id);
+    }
+    struct vip_queue *q = recv ? &vi->rq : &vi->sq;
+    if (q->tail - q->head >= VIA_QUEUE_DEPTH) {
+        pthread_mutex_unlock(&vi->lock);
+        return vipl_fail(VIP_ERROR_RESOURCE,
+                         "%s queue of VI %u is full (%u descriptors outstanding)",
+                         recv ? "receive" : "send", vi->fw.vi_id, VIA_QUEUE_DEPTH);
+    }
+    q->desc[q->tail % VIA_QUEUE_DEPTH] = d;
+    q->tail++;
+    __atomic_store_n(&d->CS.Status, 0, __ATOMIC_RELAXED);
+    struct via_vi_counters *c = &vi->db->cnt;
+    if (recv) {
+        fw_count(&c->rq_posted, 1);
+        ring_doorbell(&vi->db->rq, &vi->fw.rq, d, mh);
+        FW_TRACE(&vi->nic->fw, VIA_ST_R1_RING, vi->fw.vi_id, 0, 0);
+    } else {
+        fw_count(&c->sq_posted, 1);
+        ring_doorbell(&vi->db->sq, &vi->fw.sq, d, mh);
+        FW_TRACE(&vi->nic->fw, VIA_ST_T1_RING, vi->fw.vi_id, vi->fw.tx_seq + 1, 0);
+        fw_tx_doorbell(&vi->fw);
+    }
+    bool err = vi->fw.err_pending;
+    pthread_mutex_unlock(&vi->lock);
+    if (err)
+        vipl_deliver_error(vi);
+    return VIP_SUCCESS;
+}
+
+VIP_RETURN VipPostSend(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR *DescriptorPtr,
+                       VIP_MEM_HANDLE MemoryHandle)
+{
+    return post(ViHandle, DescriptorPtr, MemoryHandle, false);
+}
+
+VIP_RETURN VipPostRecv(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR *DescriptorPtr,
+                       VIP_MEM_HANDLE MemoryHandle)
+{
+    return post(ViHandle, DescriptorPtr, MemoryHandle, true);
+}

@@ -1,0 +1,275 @@
+/*
+ * vipl_vi.c - VIs and completion queues: create, destroy, query.
+ *
+ * A VI is created by the kernel agent, which hands this process the VI's
+ * doorbell page (and nobody else). The NIC's per-VI state (fw_vi) lives
+ * with the library object because the native NIC runs on this CPU.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "vipl_int.h"
+
+void vipl_attr_to_wire(const VIP_VI_ATTRIBUTES *a, struct via_vi_attr *w)
+{
+    struct vip_ptag *p = a->Ptag;
+    *w = (struct via_vi_attr){
+        .reliability = a->ReliabilityLevel,
+        .max_transfer = a->MaxTransferSize > 0xFFFFFFFFul ? 0xFFFFFFFFu
+                                                          : (uint32_t)a->MaxTransferSize,
+        .ptag = (p && p->magic == VIPL_MAGIC_PTAG) ? p->id : 0,
+        .rdma_write = a->EnableRdmaWrite ? 1u : 0u,
+        .rdma_read = a->EnableRdmaRead ? 1u : 0u};
+}
+
+void vipl_attr_from_wire(struct vip_nic *n, const struct via_vi_attr *w, VIP_VI_ATTRIBUTES *a)
+{
+    memset(a, 0, sizeof *a);
+    a->ReliabilityLevel = (VIP_RELIABILITY_LEVEL)w->reliability;
+    a->MaxTransferSize = w->max_transfer;
+    a->Ptag = n ? vipl_ptag_by_id(n, w->ptag) : NULL;
+    a->EnableRdmaWrite = w->rdma_write ? VIP_TRUE : VIP_FALSE;
+    a->EnableRdmaRead = w->rdma_read ? VIP_TRUE : VIP_FALSE;
+}
+
+VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES *ViAttribs,
+                       VIP_CQ_HANDLE SendCQHandle, VIP_CQ_HANDLE RecvCQHandle,
+                       VIP_VI_HANDLE *ViHandle)
+{
+    struct vip_nic *n = vipl_nic(NicHandle);
+    if (!n || !ViAttribs || !ViHandle)
+        return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument to VipCreateVi");
+    struct vip_cq *scq = SendCQHandle ? vipl_cq(SendCQHandle) : NULL;
+    struct vip_cq *rcq = RecvCQHandle ? vipl_cq(RecvCQHandle) : NULL;
+    if ((SendCQHandle && (!scq || scq->nic != n)) || (RecvCQHandle && (!rcq || rcq->nic != n)))
+        return vipl_fail(VIP_INVALID_PARAMETER, "CQ handle is not a CQ of this NIC");
+    if (!vipl_ptag(n, ViAttribs->Ptag))
+        return vipl_fail(VIP_INVALID_PTAG, "ViAttribs->Ptag is not a protection tag of "
+                                           "this NIC");
+    if (ViAttribs->QoS)
+        return vipl_fail(VIP_INVALID_QOS, "QoS is not defined by VIA 1.0; pass NULL");
+
+    struct via_ctl_create_vi q = {.send_cq = scq ? scq->id + 1 : 0,
+                                  .recv_cq = rcq ? rcq->id + 1 : 0};
+    vipl_attr_to_wire(ViAttribs, &q.attr);
+    struct via_ctl_create_vi_r r;
+    int fd, nfd = 1;
+    VIP_RETURN rc = vipl_call(n, VIA_CTL_CREATE_VI, &q, sizeof q, &r, sizeof r, &fd, &nfd);
+    if (rc != VIP_SUCCESS)
+        return rc;
+    struct vip_vi *vi = nfd == 1 ? calloc(1, sizeof *vi) : NULL;
+    struct via_vi_page *db = vi ? vipl_map_fd(fd, sizeof *db, PROT_READ | PROT_WRITE) : NULL;
+    if (!db || r.vi_id >= VIA_MAX_VI) {
+        if (nfd == 1 && !vi)
+            close(fd);
+        free(vi);
+        struct via_ctl_vi d = {.vi_id = r.vi_id};
+        vipl_call(n, VIA_CTL_DESTROY_VI, &d, sizeof d, NULL, 0, NULL, NULL);
+        return vipl_fail(VIP_ERROR_RESOURCE, "cannot map the VI's doorbell page");
+    }
+    vi->nic = n;
+    vi->db = db;
+    vi->attr = *ViAttribs;
+    if (vi->attr.MaxTransferSize == 0)
+        vi->attr.MaxTransferSize = VIA_MAX_TRANSFER;
+    vi->scq = scq;
+    vi->rcq = rcq;
+    pthread_mutex_init(&vi->lock, NULL);
+    fw_vi_init(&vi->fw, &n->fw, r.vi_id, db);
+    vi->fw.ptag = q.attr.ptag;
+    vi->fw.reliability = q.attr.reliability;
+    vi->fw.max_transfer = (uint32_t)vi->attr.MaxTransferSize;
+    vi->fw.scq = scq ? &scq->fw : NULL;
+    vi->fw.rcq = rcq ? &rcq->fw : NULL;
+    if (scq)
+        atomic_fetch_add(&scq->nvis, 1);
+    if (rcq)
+        atomic_fetch_add(&rcq->nvis, 1);
+    vi->magic = VIPL_MAGIC_VI;
+    pthread_mutex_lock(&n->lock);
+    n->vis[r.vi_id] = vi;
+    pthread_mutex_unlock(&n->lock);
+    *ViHandle = vi;
+    return VIP_SUCCESS;
+}
+
+void vipl_vi_attach_channel(struct vip_vi *vi, const struct via_ctl_conn_done_r *r,
+                            int chan_fd, int peer_ev_fd)
+{
+    vi->chan = vipl_map_fd(chan_fd, sizeof *vi->chan, PROT_READ | PROT_WRITE);
+    vi->peer_ev = vipl_map_fd(peer_ev_fd, sizeof *vi->peer_ev, PROT_READ | PROT_WRITE);
+    pthread_mutex_lock(&vi->lock);
+    if (vi->chan && vi->peer_ev && vi->chan->magic == VIA_CHAN_MAGIC)
+        fw_vi_connect(&vi->fw, vi->chan, (int)r->side, r->peer_vi, vi->peer_ev);
+    else
+        atomic_store(&vi->db->state, VIA_VI_ERROR);
+    pthread_mutex_unlock(&vi->lock);
+}
+
+void vipl_vi_detach_channel(struct vip_vi *vi)
+{
+    pthread_mutex_lock(&vi->lock);
+    fw_vi_disconnect(&vi->fw);
+    atomic_store(&vi->db->state, VIA_VI_IDLE);
+    pthread_mutex_unlock(&vi->lock);
+    if (vi->chan)
+        munmap(vi->chan, sizeof *vi->chan);
+    if (vi->peer_ev)
+        munmap(vi->peer_ev, sizeof *vi->peer_ev);
+    vi->chan = NULL;
+    vi->peer_ev = NULL;
+}
+
+VIP_RETURN VipDestroyVi(VIP_VI_HANDLE ViHandle)
+{
+    struct vip_vi *vi = vipl_vi(ViHandle);
+    if (!vi)
+        return vipl_fail(VIP_INVALID_PARAMETER, "not a VI handle");
+    uint32_t st = atomic_load(&vi->db->state);
+    if (st == VIA_VI_CONNECTED || st == VIA_VI_PENDING)
+        return vipl_fail(VIP_INVALID_STATE, "VI %u is %s: VipDisconnect it first",
+                         vi->fw.vi_id, st == VIA_VI_CONNECTED ? "connected" : "connecting");
+    struct vip_nic *n = vi->nic;
+    struct via_ctl_vi q = {.vi_id = vi->fw.vi_id};
+    VIP_RETURN rc = vipl_call(n, VIA_CTL_DESTROY_VI, &q, sizeof q, NULL, 0, NULL, NULL);
+    if (rc != VIP_SUCCESS)
+        return rc;
+    if (vi->chan)
+        vipl_vi_detach_channel(vi);
+    pthread_mutex_lock(&n->lock);
+    n->vis[vi->fw.vi_id] = NULL;
+    pthread_mutex_unlock(&n->lock);
+    if (vi->scq)
+        atomic_fetch_sub(&vi->scq->nvis, 1);
+    if (vi->rcq)
+        atomic_fetch_sub(&vi->rcq->nvis, 1);
+    munmap(vi->db, sizeof *vi->db);
+    pthread_mutex_destroy(&vi->lock);
+    vi->magic = VIPL_DEAD;
+    free(vi);
+    return VIP_SUCCESS;
+}
+
+static VIP_VI_STATE vip_state(uint32_t s)
+{
+    switch (s) {
+    case VIA_VI_CONNECTED: return VIP_STATE_CONNECTED;
+    case VIA_VI_PENDING: return VIP_STATE_CONNECT_PENDING;
+    case VIA_VI_ERROR: return VIP_STATE_ERROR;
+    default: return VIP_STATE_IDLE;
+    }
+}
+
+VIP_RETURN VipQueryVi(VIP_VI_HANDLE ViHandle, VIP_VI_STATE *State, VIP_VI_ATTRIBUTES *ViAttribs,
+                      VIP_BOOLEAN *ViSendQEmpty, VIP_BOOLEAN *ViRecvQEmpty)
+{
+    struct vip_vi *vi = vipl_vi(ViHandle);
+    if (!vi)
+        return vipl_fail(VIP_INVALID_PARAMETER, "not a VI handle");
+    pthread_mutex_lock(&vi->lock);
+    if (State)
+        *State = vip_state(atomic_load(&vi->db->state));
+    if (ViAttribs)
+        *ViAttribs = vi->attr;
+    if (ViSendQEmpty)
+        *ViSendQEmpty = vi->sq.head == vi->sq.tail;
+    if (ViRecvQEmpty)
+        *ViRecvQEmpty = vi->rq.head == vi->rq.tail;
+    pthread_mutex_unlock(&vi->lock);
+    return VIP_SUCCESS;
+}
+
+VIP_RETURN VipSetViAttributes(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES *ViAttribs)
+{
+    struct vip_vi *vi = vipl_vi(ViHandle);
+    if (!vi || !ViAttribs)
+        return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument");
+    if (!vipl_ptag(vi->nic, ViAttribs->Ptag))
+        return vipl_fail(VIP_INVALID_PTAG, "ViAttribs->Ptag is not a ptag of this NIC");
+    struct via_ctl_set_vi q = {.vi_id = vi->fw.vi_id};
+    vipl_attr_to_wire(ViAttribs, &q.attr);
+    VIP_RETURN rc = vipl_call(vi->nic, VIA_CTL_SET_VI, &q, sizeof q, NULL, 0, NULL, NULL);
+    if (rc != VIP_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&vi->lock);
+    vi->attr = *ViAttribs;
+    if (vi->attr.MaxTransferSize == 0)
+        vi->attr.MaxTransferSize = VIA_MAX_TRANSFER;
+    vi->fw.ptag = q.attr.ptag;
+    vi->fw.reliability = q.attr.reliability;
+    vi->fw.max_transfer = (uint32_t)vi->attr.MaxTransferSize;
+    pthread_mutex_unlock(&vi->lock);
+    return VIP_SUCCESS;
+}
+
+/* ---- completion queues ------------------------------------------------------ */
+
+VIP_RETURN VipCreateCQ(VIP_NIC_HANDLE NicHandle, VIP_ULONG EntryCount, VIP_CQ_HANDLE *CQHandle)
+{
+    struct vip_nic *n = vipl_nic(NicHandle);
+    if (!n || !CQHandle)
+        return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument to VipCreateCQ");
+    if (EntryCount == 0 || EntryCount > VIA_MAX_CQ_ENTRIES)
+        return vipl_fail(VIP_INVALID_PARAMETER, "EntryCount %lu is outside 1..%u",
+                         (unsigned long)EntryCount, VIA_MAX_CQ_ENTRIES);
+    struct via_ctl_create_cq q = {.entries = (uint32_t)EntryCount};
+    struct via_ctl_create_cq_r r;
+    int fd, nfd = 1;
+    VIP_RETURN rc = vipl_call(n, VIA_CTL_CREATE_CQ, &q, sizeof q, &r, sizeof r, &fd, &nfd);
+    if (rc != VIP_SUCCESS)
+        return rc;
+    struct vip_cq *cq = nfd == 1 ? calloc(1, sizeof *cq) : NULL;
+    size_t len = sizeof(struct via_cq_ring) + (size_t)r.nslots * sizeof(struct via_cq_entry);
+    struct via_cq_ring *ring = cq ? vipl_map_fd(fd, len, PROT_READ | PROT_WRITE) : NULL;
+    if (!ring || ring->nslots != r.nslots || (r.nslots & (r.nslots - 1))) {
+        if (nfd == 1 && !cq)
+            close(fd);
+        if (ring)
+            munmap(ring, len);
+        free(cq);
+        struct via_ctl_cq d = {.cq_id = r.cq_id};
+        vipl_call(n, VIA_CTL_DESTROY_CQ, &d, sizeof d, NULL, 0, NULL, NULL);
+        return vipl_fail(VIP_ERROR_RESOURCE, "cannot map the CQ ring");
+    }
+    cq->id = r.cq_id;
+    cq->nic = n;
+    cq->map_len = len;
+    cq->fw.ring = ring;
+    pthread_mutex_init(&cq->fw.lock, NULL);
+    cq->magic = VIPL_MAGIC_CQ;
+    *CQHandle = cq;
+    return VIP_SUCCESS;
+}
+
+VIP_RETURN VipDestroyCQ(VIP_CQ_HANDLE CQHandle)
+{
+    struct vip_cq *cq = vipl_cq(CQHandle);
+    if (!cq)
+        return vipl_fail(VIP_INVALID_PARAMETER, "not a CQ handle");
+    if (atomic_load(&cq->nvis))
+        return vipl_fail(VIP_INVALID_STATE, "%u VIs still use this CQ",
+                         (unsigned)atomic_load(&cq->nvis));
+    struct via_ctl_cq q = {.cq_id = cq->id};
+    VIP_RETURN rc = vipl_call(cq->nic, VIA_CTL_DESTROY_CQ, &q, sizeof q, NULL, 0, NULL, NULL);
+    if (rc != VIP_SUCCESS)
+        return rc;
+    munmap(cq->fw.ring, cq->map_len);
+    pthread_mutex_destroy(&cq->fw.lock);
+    cq->magic = VIPL_DEAD;
+    free(cq);
+    return VIP_SUCCESS;
+}
+
+VIP_RETURN VipResizeCQ(VIP_CQ_HANDLE CQHandle, VIP_ULONG EntryCount)
+{
+    struct vip_cq *cq = vipl_cq(CQHandle);
+    if (!cq || EntryCount == 0)
+        return vipl_fail(VIP_INVALID_PARAMETER, "bad CQ handle or entry count");
+    if (EntryCount <= cq->fw.ring->nslots)
+        return VIP_SUCCESS; /* the ring already holds that many */
+    return vipl_fail(VIP_ERROR_RESOURCE,
+                     "growing a CQ beyond its %u slots is not supported; create it larger",
+                     cq->fw.ring->nslots);
+}
