@@ -1,0 +1,255 @@
+/*
+ * kd.h - internals of vipd, the kernel agent of the emulated VIA NIC.
+ *
+ * vipd is the protected control path only: it owns the NICs, hands out VI
+ * ids, writes each session's translation and protection table, creates the
+ * shared-memory objects of the data path and matches connections. It never
+ * touches client data buffers (the firmware runs inside each client).
+ * Single-threaded: every object below is touched by the poll() loop only.
+ */
+#ifndef KD_H
+#define KD_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ctl_sock.h"
+#include "via_abi.h"
+
+/* ---- logging (kd_main.c) ------------------------------------------------- */
+enum kd_level { KD_ERROR, KD_WARN, KD_INFO, KD_DEBUG };
+void kd_log(enum kd_level lv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define kd_err(...) kd_log(KD_ERROR, __VA_ARGS__)
+#define kd_warn(...) kd_log(KD_WARN, __VA_ARGS__)
+#define kd_info(...) kd_log(KD_INFO, __VA_ARGS__)
+#define kd_debug(...) kd_log(KD_DEBUG, __VA_ARGS__)
+uint64_t kd_now_ns(void);
+
+/* ---- objects ------------------------------------------------------------------ */
+struct kd_session;
+struct kd_conn;
+
+/* One accepted socket: a session's main socket, an ATTACH side socket, or a
+ * management connection (vipctl). Freed only by kd_reap_clients(), so a
+ * handler may mark any client dead without invalidating pointers. */
+struct kd_client {
+    int fd;
+    pid_t pid;
+    uid_t uid;
+    struct kd_session *sess; /* session it acts for; NULL before HELLO/ATTACH */
+    bool attached;           /* an ATTACH side socket of sess */
+    bool dead;               /* EOF, error or torn down: reap at the next turn */
+    struct kd_client *next;
+};
+
+/* Private copy of a TPT entry: vipd never re-reads what it wrote to shared
+ * memory, so a client cannot influence it. */
+struct kd_region {
+    uint64_t va, len;
+    uint32_t ptag, flags;
+    uint16_t gen; /* last generation used at this index (0 = never) */
+    bool used;
+};
+
+struct kd_cq {
+    uint32_t id; /* index in sess->cq[] */
+    struct kd_session *sess;
+    struct via_cq_ring *ring;
+    size_t bytes;
+    uint32_t nslots;
+    unsigned nbound; /* work queues bound to it */
+};
+
+struct kd_nic;
+
+struct kd_vi {
+    struct kd_nic *nic;
+    struct kd_session *sess;
+    uint32_t id;
+    struct via_vi_attr attr;
+    struct kd_cq *scq, *rcq;
+    struct via_vi_page *page; /* vipd's mapping of the doorbell page */
+    enum via_vi_state state;
+    struct kd_conn *conn; /* request in flight, or the connection */
+    int side;             /* 0 requester, 1 acceptor (when conn is set) */
+};
+
+struct kd_nic {
+    unsigned index;
+    uint8_t addr[VIA_NIC_ADDR_LEN];
+    struct kd_vi *vi[VIA_MAX_VI];
+    unsigned nvis;
+};
+
+struct kd_session {
+    uint32_t id;
+    struct kd_nic *nic;
+    pid_t pid;
+    char progname[32];
+    struct kd_client *main; /* the HELLO socket; its end ends the session */
+    struct via_tpt_entry *tpt;
+    struct kd_region *reg; /* [VIA_MAX_TPT] */
+    unsigned nregions, tpt_hint;
+    struct via_event_page *ev;
+    int evfd; /* kept open: handed to each peer at connect time */
+    struct via_status_page *st;
+    unsigned nptags, nvis, ncqs;
+    struct kd_cq *cq[VIA_MAX_CQ];
+    struct kd_session *next;
+};
+
+/* Connection request state machine (the emulated switch). */
+enum kd_conn_state {
+    KD_CONN_WAITING,   /* request queued, no listener yet */
+    KD_CONN_MATCHED,   /* offered to an acceptor, waiting for its answer */
+    KD_CONN_ACCEPTED,  /* channel created, both VIs connected */
+    KD_CONN_REJECTED,  /* acceptor said no */
+    KD_CONN_TIMED_OUT, /* requester's timeout fired first */
+    KD_CONN_NSTATES
+};
+extern const char *const kd_conn_state_name[KD_CONN_NSTATES];
+
+struct kd_conn {
+    uint32_t id;
+    enum kd_conn_state state;
+    /* requester side */
+    struct kd_session *req_sess;
+    struct kd_vi *req_vi;
+    struct kd_client *req_client; /* owes a reply while non-NULL */
+    uint64_t req_cookie;
+    uint64_t deadline_ns; /* 0 = never */
+    unsigned dst_nic;
+    uint16_t dlen;
+    uint8_t discrim[VIA_MAX_DISCRIM]; /* the target's discriminator */
+    uint16_t req_dlen;
+    uint8_t req_discrim[VIA_MAX_DISCRIM]; /* requester's own discriminator */
+    /* acceptor side */
+    struct kd_session *acc_sess; /* session the request was offered to */
+    /* after ACCEPTED: the channel and the two endpoints (NULL once gone) */
+    struct via_chan *chan;
+    struct kd_vi *vi[2];
+    struct kd_conn *next;
+};
+
+/* A pending CONN_WAIT. */
+struct kd_listener {
+    struct kd_session *sess;
+    struct kd_client *client;
+    uint64_t cookie;
+    uint64_t deadline_ns; /* 0 = never */
+    uint16_t dlen;
+    uint8_t discrim[VIA_MAX_DISCRIM];
+    struct kd_listener *next;
+};
+
+struct kd_ptag {
+    struct kd_session *sess; /* NULL = free id */
+    unsigned nvis, nregions;
+};
+
+/* The whole daemon. */
+struct kd_state {
+    unsigned nnics;
+    struct kd_nic nic[VIA_MAX_NICS];
+    uint32_t host_id;
+    char hostname[256];
+    const char *profile;
+    bool trace_on;
+    bool stop;
+    uint32_t next_session_id, next_conn_id;
+    uint64_t last_session_end_ns; /* idle timer origin */
+    struct kd_session *sessions;
+    unsigned nsessions;
+    struct kd_client *clients;
+    struct kd_conn *conns;
+    struct kd_listener *listeners;
+    struct kd_ptag *ptag; /* indexed by ptag id; [0] unused */
+    uint32_t nptag_slots;
+};
+extern struct kd_state kd;
+
+/* ---- replies (kd_session.c) ------------------------------------------------ */
+#define KD_SMALL_BODY 256
+struct kd_reply {
+    int32_t status;
+    char msg[112];
+    bool deferred; /* the handler replies later (CONN_WAIT, CONN_REQUEST) */
+    void *body;
+    size_t len;
+    void *heap; /* body storage when larger than small[] */
+    int fds[CTL_MAX_FDS];
+    bool close_fd[CTL_MAX_FDS]; /* vipd's own copy: close after sending */
+    int nfds;
+    _Alignas(8) unsigned char small[KD_SMALL_BODY];
+};
+/* Fail the request with status and a printf message; returns status. */
+int kd_fail(struct kd_reply *r, int32_t status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A zeroed reply body of len bytes (NULL when out of memory: r is failed). */
+void *kd_body(struct kd_reply *r, size_t len);
+void kd_add_fd(struct kd_reply *r, int fd, bool close_after);
+/* Send a reply to c (deferred replies, replies to other clients). On a send
+ * error the client is marked dead. */
+void kd_send_reply(struct kd_client *c, uint64_t cookie, int32_t status, const char *msg,
+                   const void *body, size_t len, const int *fds, int nfds);
+void kd_send_status(struct kd_client *c, uint64_t cookie, int32_t status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* ---- sessions and connections to vipd (kd_session.c) ------------------------- */
+void kd_client_new(int fd);
+void kd_client_readable(struct kd_client *c);
+void kd_reap_clients(void);
+void kd_session_end(struct kd_session *s, const char *why);
+void kd_shutdown_all(void);
+struct kd_session *kd_session_find(uint32_t id);
+
+/* ---- handlers ---------------------------------------------------------------- */
+typedef void kd_handler_fn(struct kd_client *c, uint64_t cookie, const void *body,
+                           struct kd_reply *r);
+kd_handler_fn kd_op_query_nic, kd_op_ns_lookup;
+kd_handler_fn kd_op_create_ptag, kd_op_destroy_ptag, kd_op_reg_mem, kd_op_dereg_mem,
+    kd_op_set_mem;
+kd_handler_fn kd_op_create_vi, kd_op_destroy_vi, kd_op_set_vi, kd_op_create_cq,
+    kd_op_destroy_cq;
+kd_handler_fn kd_op_conn_wait, kd_op_conn_accept, kd_op_conn_reject, kd_op_conn_request,
+    kd_op_disconnect, kd_op_vi_error;
+kd_handler_fn kd_op_list_nics, kd_op_list_vis, kd_op_list_mem, kd_op_trace, kd_op_shutdown,
+    kd_op_ping;
+
+/* ---- NICs (kd_nic.c) ------------------------------------------------------------ */
+void kd_nic_init(unsigned nnics);
+void kd_nic_addr(unsigned index, uint8_t out[VIA_NIC_ADDR_LEN]);
+
+/* ---- memory (kd_mem.c) ------------------------------------------------------------ */
+bool kd_ptag_owned(const struct kd_session *s, uint32_t ptag);
+void kd_ptag_ref(uint32_t ptag, int dvis, int dregions); /* ptag 0 ignored */
+void kd_mem_session_free(struct kd_session *s);          /* ptags and regions */
+
+/* ---- VIs and CQs (kd_vi.c) ------------------------------------------------------ */
+struct kd_vi *kd_vi_of(const struct kd_session *s, uint32_t vi_id);
+void kd_vi_set_state(struct kd_vi *vi, enum via_vi_state st);
+const char *kd_vi_state_name(uint32_t st);
+void kd_vi_session_free(struct kd_session *s, unsigned *nvis, unsigned *ncqs);
+
+/* ---- connections (kd_conn.c) ----------------------------------------------------- */
+void kd_notify(struct kd_session *s, uint32_t vi_id);
+/* A VI is being freed: cancel its request, or close (died: break) its
+ * connection and tell the peer. */
+void kd_conn_vi_gone(struct kd_vi *vi, bool died);
+void kd_conn_client_gone(struct kd_client *c);
+void kd_conn_session_gone(struct kd_session *s);
+uint64_t kd_conn_next_deadline(void); /* 0 = none */
+void kd_conn_expire(uint64_t now_ns);
+unsigned kd_conn_count(unsigned nic);
+
+/* ---- shared memory (kd_shm.c) ----------------------------------------------------- */
+/* memfd of size bytes, zeroed, mapped read-write in vipd, sealed against
+ * SHRINK/GROW (plus extra_seals) and F_SEAL_SEAL. Returns the mapping and
+ * the fd in *fd, or NULL with errno set. */
+void *kd_shm_create(const char *name, size_t size, unsigned extra_seals, int *fd);
+void kd_shm_unmap(void *p, size_t size);
+
+#endif

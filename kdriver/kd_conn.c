@@ -1,0 +1,540 @@
+/*
+ * kd_conn.c - connection management: the emulated switch.
+ *
+ * A CONN_REQUEST becomes a kd_conn in state WAITING; a CONN_WAIT with the
+ * same target NIC and discriminator (or one already waiting) moves it to
+ * MATCHED and answers the listener; the acceptor's CONN_ACCEPT creates the
+ * channel (ACCEPTED) and answers both sides, CONN_REJECT or the requester's
+ * timeout ends it (REJECTED, TIMED_OUT). After ACCEPTED the conn lives on
+ * as long as either VI still refers to the channel.
+ *
+ * Both waits are deferred replies: the client blocks on its ATTACH socket
+ * while the loop serves everybody else.
+ */
+#include "kd.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "vipl.h"
+
+const char *const kd_conn_state_name[KD_CONN_NSTATES] = {
+    [KD_CONN_WAITING] = "WAITING",   [KD_CONN_MATCHED] = "MATCHED",
+    [KD_CONN_ACCEPTED] = "ACCEPTED", [KD_CONN_REJECTED] = "REJECTED",
+    [KD_CONN_TIMED_OUT] = "TIMED_OUT",
+};
+
+/* ---- peer notification ---------------------------------------------------------- */
+
+void kd_notify(struct kd_session *s, uint32_t vi_id)
+{
+    if (!s || vi_id >= VIA_MAX_VI)
+        return;
+    struct via_event_page *ev = s->ev;
+    atomic_fetch_or(&ev->arrived[vi_id / 64], 1ull << (vi_id % 64));
+    atomic_fetch_add(&ev->seq, 1);
+    /* Shared futex (not PRIVATE): the sleeper is another process. */
+    if (atomic_load(&ev->sleepers) != 0)
+        syscall(SYS_futex, &ev->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* ---- bookkeeping --------------------------------------------------------------------- */
+
+static struct kd_conn *conn_find(uint32_t id)
+{
+    for (struct kd_conn *cn = kd.conns; cn; cn = cn->next)
+        if (cn->id == id)
+            return cn;
+    return NULL;
+}
+
+static void conn_set_state(struct kd_conn *cn, enum kd_conn_state st)
+{
+    kd_debug("connection %u: %s -> %s", cn->id, kd_conn_state_name[cn->state],
+             kd_conn_state_name[st]);
+    cn->state = st;
+}
+
+static void conn_free(struct kd_conn *cn)
+{
+    for (struct kd_conn **pp = &kd.conns; *pp; pp = &(*pp)->next)
+        if (*pp == cn) {
+            *pp = cn->next;
+            break;
+        }
+    kd_shm_unmap(cn->chan, sizeof *cn->chan);
+    free(cn);
+}
+
+static void listener_free(struct kd_listener *l)
+{
+    for (struct kd_listener **pp = &kd.listeners; *pp; pp = &(*pp)->next)
+        if (*pp == l) {
+            *pp = l->next;
+            break;
+        }
+    free(l);
+}
+
+static uint64_t deadline_of(uint32_t timeout_ms)
+{
+    if (timeout_ms == 0xFFFFFFFFu)
+        return 0;
+    return kd_now_ns() + (uint64_t)timeout_ms * 1000000ull + 1; /* never 0 */
+}
+
+static bool discrim_ok(const struct via_net_addr *a, const char *which, struct kd_reply *r)
+{
+    if (a->discrim_len > VIA_MAX_DISCRIM) {
+        kd_fail(r, VIP_INVALID_PARAMETER, "%s discriminator is %u bytes; the NIC takes up to %u",
+                which, a->discrim_len, VIA_MAX_DISCRIM);
+        return false;
+    }
+    return true;
+}
+
+/*
+ * A request that will not become a connection: answer the requester
+ * (status < 0: nobody to answer), put its VI back to IDLE, forget it.
+ */
+static void request_end(struct kd_conn *cn, enum kd_conn_state st, int32_t status,
+                        const char *msg)
+{
+    conn_set_state(cn, st);
+    /* VI state first: the requester may look at it as soon as it has the reply. */
+    struct kd_vi *vi = cn->req_vi;
+    if (vi && vi->conn == cn) {
+        vi->conn = NULL;
+        if (vi->state == VIA_VI_PENDING)
+            kd_vi_set_state(vi, VIA_VI_IDLE);
+    }
+    if (status >= 0 && cn->req_client)
+        kd_send_status(cn->req_client, cn->req_cookie, status, "%s", msg);
+    conn_free(cn);
+}
+
+static void fill_wait_r(const struct kd_conn *cn, struct via_ctl_conn_wait_r *a)
+{
+    memset(a, 0, sizeof *a);
+    a->conn_id = cn->id;
+    kd_nic_addr(cn->req_sess->nic->index, a->remote.host);
+    a->remote.discrim_len = cn->req_dlen;
+    memcpy(a->remote.discrim, cn->req_discrim, cn->req_dlen);
+    a->remote_attr = cn->req_vi->attr;
+}
+
+/* Offer a waiting request to a listener that has already gone back to the
+ * loop (its reply is deferred). */
+static void offer(struct kd_conn *cn, struct kd_listener *l)
+{
+    struct via_ctl_conn_wait_r a;
+    cn->acc_sess = l->sess;
+    conn_set_state(cn, KD_CONN_MATCHED);
+    fill_wait_r(cn, &a);
+    kd_send_reply(l->client, l->cookie, VIP_SUCCESS, NULL, &a, sizeof a, NULL, 0);
+    if (l->client->dead) {
+        /* The listener vanished: leave the request for the next one. */
+        cn->acc_sess = NULL;
+        conn_set_state(cn, KD_CONN_WAITING);
+    }
+}
+
+/* ---- CONN_WAIT / CONN_REQUEST ------------------------------------------------------- */
+
+void kd_op_conn_wait(struct kd_client *c, uint64_t cookie, const void *body,
+                     struct kd_reply *r)
+{
+    const struct via_ctl_conn_wait *q = body;
+    struct kd_session *s = c->sess;
+    if (!discrim_ok(&q->local, "local", r))
+        return;
+    uint16_t dlen = q->local.discrim_len;
+    for (struct kd_conn *cn = kd.conns; cn; cn = cn->next) {
+        if (cn->state == KD_CONN_WAITING && cn->dst_nic == s->nic->index && cn->dlen == dlen &&
+            memcmp(cn->discrim, q->local.discrim, dlen) == 0) {
+            cn->acc_sess = s;
+            conn_set_state(cn, KD_CONN_MATCHED);
+            struct via_ctl_conn_wait_r *a = kd_body(r, sizeof *a);
+            if (a)
+                fill_wait_r(cn, a);
+            return;
+        }
+    }
+    if (q->timeout_ms == 0) {
+        kd_fail(r, VIP_TIMEOUT, "no connection request is pending for this discriminator");
+        return;
+    }
+    struct kd_listener *l = calloc(1, sizeof *l);
+    if (!l) {
+        kd_fail(r, VIP_ERROR_RESOURCE, "vipd is out of memory");
+        return;
+    }
+    l->sess = s;
+    l->client = c;
+    l->cookie = cookie;
+    l->deadline_ns = deadline_of(q->timeout_ms);
+    l->dlen = dlen;
+    memcpy(l->discrim, q->local.discrim, dlen);
+    struct kd_listener **pp = &kd.listeners; /* FIFO: first listener served first */
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = l;
+    r->deferred = true;
+    kd_debug("session %u: listening on via%u (discriminator %u bytes)", s->id, s->nic->index,
+             dlen);
+}
+
+void kd_op_conn_request(struct kd_client *c, uint64_t cookie, const void *body,
+                        struct kd_reply *r)
+{
+    const struct via_ctl_conn_request *q = body;
+    struct kd_session *s = c->sess;
+    struct kd_vi *vi = kd_vi_of(s, q->vi_id);
+    if (!vi) {
+        kd_fail(r, VIP_INVALID_PARAMETER, "VI %u is not a VI of this NIC handle", q->vi_id);
+        return;
+    }
+    if (vi->state != VIA_VI_IDLE) {
+        kd_fail(r, VIP_INVALID_STATE, "VI %u is %s: only an IDLE VI can connect", vi->id,
+                kd_vi_state_name(vi->state));
+        return;
+    }
+    if (!discrim_ok(&q->local, "local", r) || !discrim_ok(&q->remote, "remote", r))
+        return;
+    const uint8_t *h = q->remote.host;
+    uint32_t host = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
+    unsigned nic = (unsigned)h[4] << 8 | h[5];
+    if (host != kd.host_id) {
+        kd_fail(r, VIP_NOT_REACHABLE,
+                "host %08x is not this vipd (%08x): multi-host links are not built yet", host,
+                kd.host_id);
+        return;
+    }
+    if (nic >= kd.nnics) {
+        kd_fail(r, VIP_INVALID_PARAMETER, "no such NIC via%u on this host (%u NICs)", nic,
+                kd.nnics);
+        return;
+    }
+    struct kd_listener *l = NULL;
+    for (l = kd.listeners; l; l = l->next)
+        if (l->sess->nic->index == nic && l->dlen == q->remote.discrim_len &&
+            memcmp(l->discrim, q->remote.discrim, l->dlen) == 0 && !l->client->dead)
+            break;
+    if (!l && q->timeout_ms == 0) {
+        kd_fail(r, VIP_TIMEOUT, "nobody waits for connections on via%u with this discriminator",
+                nic);
+        return;
+    }
+    struct kd_conn *cn = calloc(1, sizeof *cn);
+    if (!cn) {
+        kd_fail(r, VIP_ERROR_RESOURCE, "vipd is out of memory");
+        return;
+    }
+    do
+        cn->id = ++kd.next_conn_id;
+    while (cn->id == 0 || conn_find(cn->id));
+    cn->state = KD_CONN_WAITING;
+    cn->req_sess = s;
+    cn->req_vi = vi;
+    cn->req_client = c;
+    cn->req_cookie = cookie;
+    cn->deadline_ns = deadline_of(q->timeout_ms);
+    cn->dst_nic = nic;
+    cn->dlen = q->remote.discrim_len;
+    memcpy(cn->discrim, q->remote.discrim, cn->dlen);
+    cn->req_dlen = q->local.discrim_len;
+    memcpy(cn->req_discrim, q->local.discrim, cn->req_dlen);
+    struct kd_conn **pp = &kd.conns; /* FIFO: oldest request matched first */
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = cn;
+    vi->conn = cn;
+    vi->side = 0;
+    kd_vi_set_state(vi, VIA_VI_PENDING);
+    r->deferred = true;
+    kd_debug("session %u: VI %u requests a connection to via%u (connection %u)", s->id, vi->id,
+             nic, cn->id);
+    if (l) {
+        struct kd_listener lc = *l;
+        listener_free(l);
+        offer(cn, &lc);
+    }
+}
+
+/* ---- CONN_ACCEPT / CONN_REJECT ----------------------------------------------------------- */
+
+/* The request conn_id offered to session s, or NULL with r failed. */
+static struct kd_conn *offered(struct kd_session *s, uint32_t conn_id, struct kd_reply *r)
+{
+    struct kd_conn *cn = conn_find(conn_id);
+    if (!cn || cn->state != KD_CONN_MATCHED || cn->acc_sess != s) {
+        kd_fail(r, VIP_INVALID_PARAMETER,
+                "no connection request %u awaits this NIC handle's answer (timed out or "
+                "withdrawn?)",
+                conn_id);
+        return NULL;
+    }
+    return cn;
+}
+
+void kd_op_conn_accept(struct kd_client *c, uint64_t cookie, const void *body,
+                       struct kd_reply *r)
+{
+    (void)cookie;
+    const struct via_ctl_conn_accept *q = body;
+    struct kd_session *s = c->sess;
+    struct kd_conn *cn = offered(s, q->conn_id, r);
+    if (!cn)
+        return;
+    struct kd_vi *vi = kd_vi_of(s, q->vi_id);
+    if (!vi) {
+        kd_fail(r, VIP_INVALID_PARAMETER, "VI %u is not a VI of this NIC handle", q->vi_id);
+        return;
+    }
+    if (vi->state != VIA_VI_IDLE) {
+        kd_fail(r, VIP_INVALID_STATE, "VI %u is %s: only an IDLE VI can accept", vi->id,
+                kd_vi_state_name(vi->state));
+        return;
+    }
+    struct kd_vi *rv = cn->req_vi;
+    if (vi->attr.reliability != rv->attr.reliability) {
+        kd_fail(r, VIP_INVALID_RELIABILITY_LEVEL,
+                "reliability levels differ: this VI %u, the requester's %u", vi->attr.reliability,
+                rv->attr.reliability);
+        return;
+    }
+    int fd;
+    struct via_chan *ch = kd_shm_create("via-chan", sizeof *ch, 0, &fd);
+    if (!ch) {
+        kd_fail(r, VIP_ERROR_RESOURCE, "cannot create the channel: %s", strerror(errno));
+        return;
+    }
+    ch->magic = VIA_CHAN_MAGIC;
+    ch->conn_id = cn->id;
+    ch->reliability = vi->attr.reliability;
+    ch->vi_id[0] = rv->id;
+    ch->vi_id[1] = vi->id;
+    ch->nic[0] = (uint16_t)rv->nic->index;
+    ch->nic[1] = (uint16_t)vi->nic->index;
+    atomic_store_explicit(&ch->state, VIA_CHAN_OPEN, memory_order_release);
+
+    cn->chan = ch;
+    cn->vi[0] = rv;
+    cn->vi[1] = vi;
+    vi->conn = cn;
+    vi->side = 1;
+    kd_vi_set_state(rv, VIA_VI_CONNECTED);
+    kd_vi_set_state(vi, VIA_VI_CONNECTED);
+    conn_set_state(cn, KD_CONN_ACCEPTED);
+
+    struct via_ctl_conn_done_r d = {
+        .conn_id = cn->id, .side = 0, .peer_vi = vi->id, .remote_attr = vi->attr};
+    int fds[2] = {fd, s->evfd};
+    kd_send_reply(cn->req_client, cn->req_cookie, VIP_SUCCESS, NULL, &d, sizeof d, fds, 2);
+    cn->req_client = NULL;
+
+    struct via_ctl_conn_done_r *a = kd_body(r, sizeof *a);
+    if (a) {
+        a->conn_id = cn->id;
+        a->side = 1;
+        a->peer_vi = rv->id;
+        a->remote_attr = rv->attr;
+    }
+    kd_add_fd(r, fd, true);
+    kd_add_fd(r, cn->req_sess->evfd, false);
+    kd_info("connection %u: via%u VI %u (pid %d) <-> via%u VI %u (pid %d)", cn->id,
+            rv->nic->index, rv->id, (int)rv->sess->pid, vi->nic->index, vi->id, (int)s->pid);
+}
+
+void kd_op_conn_reject(struct kd_client *c, uint64_t cookie, const void *body,
+                       struct kd_reply *r)
+{
+    (void)cookie;
+    const struct via_ctl_conn_reject *q = body;
+    struct kd_conn *cn = offered(c->sess, q->conn_id, r);
+    if (!cn)
+        return;
+    char msg[112];
+    snprintf(msg, sizeof msg, "connection rejected by the remote side (pid %d)",
+             (int)c->sess->pid);
+    request_end(cn, KD_CONN_REJECTED, VIP_REJECT, msg);
+}
+
+/* ---- DISCONNECT / VI_ERROR / teardown ---------------------------------------------------- */
+
+/* Take vi off its channel; the conn goes when neither side refers to it. */
+static void detach(struct kd_vi *vi)
+{
+    struct kd_conn *cn = vi->conn;
+    vi->conn = NULL;
+    if (!cn)
+        return;
+    if (cn->vi[vi->side] == vi)
+        cn->vi[vi->side] = NULL;
+    if (!cn->vi[0] && !cn->vi[1])
+        conn_free(cn);
+}
+
+/* Mark the channel closed/broken (never downgrading BROKEN to CLOSED), put
+ * the peer VI in ERROR and wake it. */
+static void end_channel(struct kd_vi *vi, uint32_t chan_state)
+{
+    struct kd_conn *cn = vi->conn;
+    if (chan_state == VIA_CHAN_BROKEN) {
+        atomic_store_explicit(&cn->chan->state, VIA_CHAN_BROKEN, memory_order_release);
+    } else {
+        uint32_t open = VIA_CHAN_OPEN;
+        atomic_compare_exchange_strong(&cn->chan->state, &open, chan_state);
+    }
+    struct kd_vi *peer = cn->vi[1 - vi->side];
+    if (peer && peer->state != VIA_VI_ERROR) {
+        kd_vi_set_state(peer, VIA_VI_ERROR);
+        kd_notify(peer->sess, peer->id);
+        kd_debug("connection %u: peer VI %u on via%u (pid %d) -> ERROR", cn->id, peer->id,
+                 peer->nic->index, (int)peer->sess->pid);
+    }
+}
+
+void kd_op_disconnect(struct kd_client *c, uint64_t cookie, const void *body,
+                      struct kd_reply *r)
+{
+    (void)cookie;
+    const struct via_ctl_vi *q = body;
+    struct kd_vi *vi = kd_vi_of(c->sess, q->vi_id);
+    if (!vi) {
+        kd_fail(r, VIP_INVALID_PARAMETER, "VI %u is not a VI of this NIC handle", q->vi_id);
+        return;
+    }
+    struct kd_conn *cn = vi->conn;
+    if (cn && cn->state != KD_CONN_ACCEPTED) {
+        request_end(cn, KD_CONN_REJECTED, VIP_REJECT,
+                    "the VI disconnected while its connection request was pending");
+    } else if (cn) {
+        end_channel(vi, VIA_CHAN_CLOSED);
+        detach(vi);
+    }
+    kd_vi_set_state(vi, VIA_VI_IDLE);
+}
+
+void kd_op_vi_error(struct kd_client *c, uint64_t cookie, const void *body,
+                    struct kd_reply *r)
+{
+    (void)cookie;
+    const struct via_ctl_vi_error *q = body;
+    struct kd_vi *vi = kd_vi_of(c->sess, q->vi_id);
+    if (!vi) {
+        kd_fail(r, VIP_INVALID_PARAMETER, "VI %u is not a VI of this NIC handle", q->vi_id);
+        return;
+    }
+    if (vi->state == VIA_VI_ERROR)
+        return; /* already broken (e.g. the peer went first) */
+    if (vi->state != VIA_VI_CONNECTED || !vi->conn) {
+        kd_fail(r, VIP_INVALID_STATE, "VI %u is %s: only a connected VI can fail", vi->id,
+                kd_vi_state_name(vi->state));
+        return;
+    }
+    end_channel(vi, VIA_CHAN_BROKEN);
+    kd_vi_set_state(vi, VIA_VI_ERROR);
+    kd_info("connection %u broken by VI %u on via%u (pid %d): error code %u", vi->conn->id,
+            vi->id, vi->nic->index, (int)vi->sess->pid, q->code);
+}
+
+void kd_conn_vi_gone(struct kd_vi *vi, bool died)
+{
+    struct kd_conn *cn = vi->conn;
+    if (!cn)
+        return;
+    if (cn->state != KD_CONN_ACCEPTED) {
+        request_end(cn, KD_CONN_REJECTED, VIP_REJECT,
+                    "the VI was destroyed while its connection request was pending");
+        return;
+    }
+    end_channel(vi, died ? VIA_CHAN_BROKEN : VIA_CHAN_CLOSED);
+    detach(vi);
+}
+
+void kd_conn_client_gone(struct kd_client *c)
+{
+    for (struct kd_listener *l = kd.listeners, *n; l; l = n) {
+        n = l->next;
+        if (l->client == c)
+            listener_free(l);
+    }
+    for (struct kd_conn *cn = kd.conns, *n; cn; cn = n) {
+        n = cn->next;
+        if (cn->req_client == c && cn->state != KD_CONN_ACCEPTED)
+            request_end(cn, KD_CONN_REJECTED, -1, NULL);
+    }
+}
+
+void kd_conn_session_gone(struct kd_session *s)
+{
+    for (struct kd_listener *l = kd.listeners, *n; l; l = n) {
+        n = l->next;
+        if (l->sess == s)
+            listener_free(l);
+    }
+    for (struct kd_conn *cn = kd.conns, *n; cn; cn = n) {
+        n = cn->next;
+        if (cn->state == KD_CONN_ACCEPTED)
+            continue; /* the VIs' teardown breaks these */
+        if (cn->req_sess == s)
+            request_end(cn, KD_CONN_REJECTED, -1, NULL);
+        else if (cn->state == KD_CONN_MATCHED && cn->acc_sess == s)
+            request_end(cn, KD_CONN_REJECTED, VIP_REJECT, "acceptor exited");
+    }
+}
+
+/* ---- timers -------------------------------------------------------------------------------- */
+
+uint64_t kd_conn_next_deadline(void)
+{
+    uint64_t d = 0;
+    for (struct kd_listener *l = kd.listeners; l; l = l->next)
+        if (l->deadline_ns && (!d || l->deadline_ns < d))
+            d = l->deadline_ns;
+    for (struct kd_conn *cn = kd.conns; cn; cn = cn->next)
+        if (cn->state != KD_CONN_ACCEPTED && cn->deadline_ns && (!d || cn->deadline_ns < d))
+            d = cn->deadline_ns;
+    return d;
+}
+
+void kd_conn_expire(uint64_t now)
+{
+    for (struct kd_listener *l = kd.listeners, *n; l; l = n) {
+        n = l->next;
+        if (l->deadline_ns && l->deadline_ns <= now) {
+            kd_send_status(l->client, l->cookie, VIP_TIMEOUT,
+                           "no connection request arrived before the timeout");
+            listener_free(l);
+        }
+    }
+    for (struct kd_conn *cn = kd.conns, *n; cn; cn = n) {
+        n = cn->next;
+        if (cn->state == KD_CONN_ACCEPTED || !cn->deadline_ns || cn->deadline_ns > now)
+            continue;
+        request_end(cn, KD_CONN_TIMED_OUT, VIP_TIMEOUT,
+                    cn->state == KD_CONN_MATCHED
+                        ? "the remote side did not accept before the timeout"
+                        : "nobody waited for this connection before the timeout");
+    }
+}
+
+unsigned kd_conn_count(unsigned nic)
+{
+    unsigned n = 0;
+    for (struct kd_conn *cn = kd.conns; cn; cn = cn->next) {
+        if (cn->state != KD_CONN_ACCEPTED)
+            continue;
+        if ((cn->vi[0] && cn->vi[0]->nic->index == nic) ||
+            (cn->vi[1] && cn->vi[1]->nic->index == nic))
+            n++;
+    }
+    return n;
+}

@@ -1,0 +1,481 @@
+/*
+ * kd_main.c - vipd: options, logging, daemonizing, the single-instance lock,
+ * the listening socket and the poll() event loop with its timers.
+ */
+#include "kd.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+struct kd_state kd;
+
+static enum kd_level log_level = KD_INFO;
+static const char *const level_name[] = {"error", "warn", "info", "debug"};
+static volatile sig_atomic_t got_signal;
+
+void kd_log(enum kd_level lv, const char *fmt, ...)
+{
+    if (lv > log_level)
+        return;
+    char line[1024];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    localtime_r(&ts.tv_sec, &tm);
+    int n = (int)strftime(line, sizeof line, "%Y-%m-%d %H:%M:%S", &tm);
+    n += snprintf(line + n, sizeof line - (size_t)n, ".%03ld vipd[%d]: %s: ",
+                  ts.tv_nsec / 1000000, (int)getpid(), level_name[lv]);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n < (int)sizeof line)
+        vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    va_end(ap);
+    /* One write per line so lines of concurrent vipds never interleave. */
+    size_t len = strnlen(line, sizeof line - 2);
+    line[len++] = '\n';
+    if (write(STDERR_FILENO, line, len) < 0) {
+        /* nowhere left to report it */
+    }
+}
+
+uint64_t kd_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void on_signal(int sig)
+{
+    got_signal = sig;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: vipd [options]\n"
+            "  the kernel agent of the emulated VIA NIC: owns the NICs, registers memory,\n"
+            "  creates VIs and matches connections for the processes of this user.\n"
+            "  -f, --foreground       stay in the foreground, log to stderr\n"
+            "  -n, --nics N           number of NICs via0..via{N-1} (1..%u, default 1)\n"
+            "  -s, --socket PATH      control socket (default: $VIPD_SOCKET, else\n"
+            "                         $XDG_RUNTIME_DIR/vipd/vipd.sock, else /tmp/vipd-UID/vipd.sock)\n"
+            "      --profile NAME     NIC timing profile (only \"native\" exists)\n"
+            "  -l, --log-level LEVEL  error|warn|info|debug (default info)\n"
+            "  -v                     same as --log-level debug\n"
+            "  -q                     same as --log-level error\n"
+            "      --idle-exit SECS   exit after SECS without sessions (0 = never)\n"
+            "      --autostart        started by VipOpenNic: daemonize, exit quietly when\n"
+            "                         another vipd serves the socket, idle-exit after\n"
+            "                         $VIPD_IDLE_EXIT seconds (default 60)\n"
+            "  -h, --help             this text\n",
+            VIA_MAX_NICS);
+}
+
+static int parse_level(const char *s)
+{
+    for (int i = 0; i <= KD_DEBUG; i++)
+        if (strcmp(s, level_name[i]) == 0)
+            return i;
+    return -1;
+}
+
+static bool parse_uint(const char *s, unsigned long max, unsigned long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || end == s || *end || v > max || s[0] == '-')
+        return false;
+    *out = v;
+    return true;
+}
+
+/*
+ * Take "<socket>.lock". Returns the fd (held), -2 when another vipd holds
+ * it, -1 on error. Re-checks the inode after locking: a vipd that is exiting
+ * unlinks the lock file, and a lock on an unlinked file protects nothing.
+ */
+static int take_lock(const char *lockpath)
+{
+    for (int tries = 0; tries < 100; tries++) {
+        int fd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            fprintf(stderr, "vipd: cannot open lock file %s: %s\n", lockpath, strerror(errno));
+            return -1;
+        }
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+            int e = errno;
+            close(fd);
+            if (e == EWOULDBLOCK)
+                return -2;
+            fprintf(stderr, "vipd: cannot lock %s: %s\n", lockpath, strerror(e));
+            return -1;
+        }
+        struct stat a, b;
+        if (fstat(fd, &a) == 0 && stat(lockpath, &b) == 0 && a.st_ino == b.st_ino &&
+            a.st_dev == b.st_dev)
+            return fd;
+        close(fd); /* lost a race with an exiting vipd: try the new file */
+    }
+    fprintf(stderr, "vipd: lock file %s keeps changing under us\n", lockpath);
+    return -1;
+}
+
+static int bind_socket(const char *path)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof a.sun_path) {
+        fprintf(stderr, "vipd: socket path %s is too long (max %zu bytes)\n", path,
+                sizeof a.sun_path - 1);
+        return -1;
+    }
+    strcpy(a.sun_path, path);
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0) {
+        fprintf(stderr, "vipd: socket: %s\n", strerror(errno));
+        return -1;
+    }
+    unlink(path); /* stale socket of a vipd that died: we hold the lock */
+    mode_t old = umask(077);
+    int rc = bind(s, (struct sockaddr *)&a, sizeof a);
+    umask(old);
+    if (rc < 0 || listen(s, 64) < 0) {
+        fprintf(stderr, "vipd: cannot listen on %s: %s\n", path, strerror(errno));
+        close(s);
+        return -1;
+    }
+    return s;
+}
+
+/*
+ * Detach from the terminal. The socket is already bound and listening and
+ * the lock held (both inherited by the grandchild), so the launcher can
+ * connect as soon as the original process exits: no readiness pipe needed.
+ */
+static void daemonize(const char *sockpath)
+{
+    fflush(stderr);
+    pid_t p = fork();
+    if (p < 0) {
+        fprintf(stderr, "vipd: fork: %s\n", strerror(errno));
+        exit(1);
+    }
+    if (p > 0)
+        _exit(0);
+    setsid();
+    p = fork();
+    if (p < 0)
+        _exit(1);
+    if (p > 0)
+        _exit(0);
+    char logpath[600];
+    snprintf(logpath, sizeof logpath, "%s", sockpath);
+    char *slash = strrchr(logpath, '/');
+    if (slash)
+        snprintf(slash + 1, sizeof logpath - (size_t)(slash + 1 - logpath), "vipd.log");
+    else
+        snprintf(logpath, sizeof logpath, "vipd.log");
+    int nul = open("/dev/null", O_RDWR);
+    int log = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (nul >= 0) {
+        dup2(nul, STDIN_FILENO);
+        dup2(nul, STDOUT_FILENO);
+        if (log < 0)
+            dup2(nul, STDERR_FILENO);
+        if (nul > STDERR_FILENO)
+            close(nul);
+    }
+    if (log >= 0) {
+        dup2(log, STDERR_FILENO);
+        close(log);
+    }
+    if (chdir("/") < 0) {
+        /* harmless: we only use absolute paths from here on */
+    }
+}
+
+static void raise_fd_limit(void)
+{
+    /* Each session keeps its event page fd open, and each socket is an fd. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+static void accept_clients(int lsock)
+{
+    for (;;) {
+        int fd = accept4(lsock, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                kd_warn("accept: %s", strerror(errno));
+            return;
+        }
+        kd_client_new(fd);
+    }
+}
+
+static void event_loop(int lsock, unsigned idle_s)
+{
+    sigset_t unblocked;
+    sigprocmask(SIG_SETMASK, NULL, &unblocked);
+    sigdelset(&unblocked, SIGTERM);
+    sigdelset(&unblocked, SIGINT);
+    struct pollfd *pfd = NULL;
+    struct kd_client **who = NULL;
+    size_t cap = 0;
+
+    while (!kd.stop && !got_signal) {
+        kd_reap_clients();
+        size_t n = 1;
+        for (struct kd_client *c = kd.clients; c; c = c->next)
+            n++;
+        if (n > cap) {
+            size_t nc = n * 2;
+            struct pollfd *np = realloc(pfd, nc * sizeof *np);
+            if (!np) {
+                kd_err("out of memory for the poll set");
+                break;
+            }
+            pfd = np;
+            struct kd_client **nw = realloc(who, nc * sizeof *nw);
+            if (!nw) {
+                kd_err("out of memory for the poll set");
+                break;
+            }
+            who = nw;
+            cap = nc;
+        }
+        pfd[0] = (struct pollfd){.fd = lsock, .events = POLLIN};
+        n = 1;
+        for (struct kd_client *c = kd.clients; c; c = c->next) {
+            pfd[n] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+            who[n++] = c;
+        }
+
+        /* Next timer: a connection timeout, or the idle exit. */
+        uint64_t now = kd_now_ns(), deadline = kd_conn_next_deadline();
+        if (idle_s && kd.nsessions == 0 && !kd.clients) {
+            uint64_t idle_at = kd.last_session_end_ns + (uint64_t)idle_s * 1000000000ull;
+            if (now >= idle_at) {
+                kd_info("no sessions for %u s: exiting", idle_s);
+                break;
+            }
+            if (!deadline || idle_at < deadline)
+                deadline = idle_at;
+        }
+        struct timespec ts, *tsp = NULL;
+        if (deadline) {
+            uint64_t d = deadline > now ? deadline - now : 0;
+            d += 999999; /* round up: never wake a little early and spin */
+            ts.tv_sec = (time_t)(d / 1000000000ull);
+            ts.tv_nsec = (long)(d % 1000000000ull);
+            tsp = &ts;
+        }
+        int rc = ppoll(pfd, n, tsp, &unblocked);
+        if (rc < 0) {
+            if (errno == EINTR)
+                continue;
+            kd_err("poll: %s", strerror(errno));
+            break;
+        }
+        kd_conn_expire(kd_now_ns());
+        if (pfd[0].revents & POLLIN)
+            accept_clients(lsock);
+        for (size_t i = 1; i < n; i++) {
+            struct kd_client *c = who[i];
+            if (c->dead || !pfd[i].revents)
+                continue;
+            if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR))
+                kd_client_readable(c);
+        }
+    }
+    if (got_signal)
+        kd_info("signal %d: shutting down", (int)got_signal);
+    free(pfd);
+    free(who);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"foreground", no_argument, NULL, 'f'},  {"nics", required_argument, NULL, 'n'},
+        {"socket", required_argument, NULL, 's'}, {"profile", required_argument, NULL, 'P'},
+        {"log-level", required_argument, NULL, 'l'}, {"idle-exit", required_argument, NULL, 'I'},
+        {"autostart", no_argument, NULL, 'A'},   {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    bool foreground = false, autostart = false;
+    unsigned long nnics = 1, idle = 0;
+    bool idle_set = false;
+    char sockpath[512] = "";
+    const char *profile = "native";
+    int c;
+    while ((c = getopt_long(argc, argv, "fn:s:l:vqh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'f':
+            foreground = true;
+            break;
+        case 'n':
+            if (!parse_uint(optarg, VIA_MAX_NICS, &nnics) || nnics < 1) {
+                fprintf(stderr, "vipd: --nics wants a number from 1 to %u, not '%s'\n",
+                        VIA_MAX_NICS, optarg);
+                return 1;
+            }
+            break;
+        case 's':
+            if (strlen(optarg) >= sizeof sockpath - 8) {
+                fprintf(stderr, "vipd: socket path too long\n");
+                return 1;
+            }
+            snprintf(sockpath, sizeof sockpath, "%s", optarg);
+            break;
+        case 'P':
+            if (strcmp(optarg, "native") != 0) {
+                fprintf(stderr, "vipd: unknown profile '%s' (only \"native\" exists yet)\n",
+                        optarg);
+                return 1;
+            }
+            profile = "native";
+            break;
+        case 'l': {
+            int lv = parse_level(optarg);
+            if (lv < 0) {
+                fprintf(stderr, "vipd: log level must be error, warn, info or debug, not '%s'\n",
+                        optarg);
+                return 1;
+            }
+            log_level = (enum kd_level)lv;
+            break;
+        }
+        case 'v':
+            log_level = KD_DEBUG;
+            break;
+        case 'q':
+            log_level = KD_ERROR;
+            break;
+        case 'I':
+            if (!parse_uint(optarg, 365ul * 86400, &idle)) {
+                fprintf(stderr, "vipd: --idle-exit wants seconds (0 = never), not '%s'\n",
+                        optarg);
+                return 1;
+            }
+            idle_set = true;
+            break;
+        case 'A':
+            autostart = true;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "vipd: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 1;
+    }
+    if (autostart && !idle_set) {
+        idle = 60;
+        const char *e = getenv("VIPD_IDLE_EXIT");
+        if (e && *e && !parse_uint(e, 365ul * 86400, &idle)) {
+            fprintf(stderr, "vipd: VIPD_IDLE_EXIT must be seconds, not '%s'; using 60\n", e);
+            idle = 60;
+        }
+    }
+    if (!sockpath[0])
+        ctl_socket_path(sockpath, sizeof sockpath);
+    int rc = ctl_make_socket_dir(sockpath);
+    if (rc < 0) {
+        fprintf(stderr, "vipd: cannot use the directory of %s: %s\n", sockpath, strerror(-rc));
+        return 1;
+    }
+
+    char lockpath[520];
+    snprintf(lockpath, sizeof lockpath, "%s.lock", sockpath);
+    int lockfd = take_lock(lockpath);
+    if (lockfd == -2 && !autostart) {
+        fprintf(stderr, "vipd: another vipd already serves %s\n", sockpath);
+        return 1;
+    }
+    /* Lost the autostart race. The winner may not listen yet, and our
+     * launcher connects as soon as we exit: wait until it can. If the lock
+     * holder was an idle vipd on its way out, take over instead. */
+    for (int waited = 0; lockfd == -2; waited += 10) {
+        int s = ctl_connect(sockpath);
+        if (s >= 0) {
+            close(s);
+            return 0;
+        }
+        if (waited >= 10000) {
+            fprintf(stderr, "vipd: another vipd holds %s but does not answer on %s\n",
+                    lockpath, sockpath);
+            return 1;
+        }
+        usleep(10000);
+        lockfd = take_lock(lockpath);
+    }
+    if (lockfd < 0)
+        return 1;
+    int lsock = bind_socket(sockpath);
+    if (lsock < 0) {
+        unlink(lockpath);
+        return 1;
+    }
+
+    if (!foreground)
+        daemonize(sockpath);
+
+    signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    /* Blocked except inside ppoll(): a signal can never slip in between the
+     * loop's check of got_signal and the wait. */
+    sigset_t block;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    sigprocmask(SIG_BLOCK, &block, NULL);
+    raise_fd_limit();
+
+    kd.profile = profile;
+    kd_nic_init((unsigned)nnics);
+    kd.last_session_end_ns = kd_now_ns();
+    kd_info("serving %s: %u NIC%s, profile %s, host id %08x%s", sockpath, kd.nnics,
+            kd.nnics == 1 ? "" : "s", kd.profile, kd.host_id,
+            idle ? "" : ", no idle exit");
+    if (idle)
+        kd_info("idle exit after %lu s without sessions", idle);
+
+    event_loop(lsock, (unsigned)idle);
+
+    kd_shutdown_all();
+    unlink(sockpath);
+    unlink(lockpath);
+    close(lsock);
+    close(lockfd);
+    free(kd.ptag);
+    kd_info("stopped");
+    return 0;
+}

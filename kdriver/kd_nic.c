@@ -1,0 +1,152 @@
+/*
+ * kd_nic.c - the NICs of this vipd, their addresses, the name service
+ * (NS_LOOKUP) and QUERY_NIC.
+ *
+ * NIC address = 4-byte host id (big-endian) + 2-byte NIC index (big-endian).
+ * The host id is a hash of the host name so that two hosts (a later
+ * multi-host link) almost surely differ; it is never 0.
+ */
+#include "kd.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "vipl.h"
+
+void kd_nic_addr(unsigned index, uint8_t out[VIA_NIC_ADDR_LEN])
+{
+    out[0] = (uint8_t)(kd.host_id >> 24);
+    out[1] = (uint8_t)(kd.host_id >> 16);
+    out[2] = (uint8_t)(kd.host_id >> 8);
+    out[3] = (uint8_t)kd.host_id;
+    out[4] = (uint8_t)(index >> 8);
+    out[5] = (uint8_t)index;
+}
+
+void kd_nic_init(unsigned nnics)
+{
+    if (gethostname(kd.hostname, sizeof kd.hostname - 1) < 0)
+        snprintf(kd.hostname, sizeof kd.hostname, "localhost");
+    kd.hostname[sizeof kd.hostname - 1] = 0;
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const char *p = kd.hostname; *p; p++) {
+        h ^= (uint8_t)*p;
+        h *= 16777619u;
+    }
+    kd.host_id = h ? h : 1;
+    kd.nnics = nnics;
+    for (unsigned i = 0; i < nnics; i++) {
+        kd.nic[i].index = i;
+        kd_nic_addr(i, kd.nic[i].addr);
+    }
+}
+
+/* Parse a decimal NIC index that must fill the whole string. */
+static bool nic_number(const char *s, unsigned *out)
+{
+    if (!*s || strlen(s) > 5)
+        return false;
+    for (const char *p = s; *p; p++)
+        if (!isdigit((unsigned char)*p))
+            return false;
+    *out = (unsigned)atoi(s);
+    return true;
+}
+
+/* A device name without host part: viaN, /dev/viaN, /dev/via_lo,
+ * /dev/via_ethN (the names VipOpenNic accepts). */
+static bool device_index(const char *s, unsigned *out)
+{
+    if (strncmp(s, "/dev/", 5) == 0)
+        s += 5;
+    if (strcmp(s, "via_lo") == 0) {
+        *out = 0;
+        return true;
+    }
+    if (strncmp(s, "via_eth", 7) == 0)
+        return nic_number(s + 7, out);
+    if (strncmp(s, "via", 3) == 0)
+        return nic_number(s + 3, out);
+    return false;
+}
+
+/* Names that mean this machine. */
+static bool is_this_host(const char *h)
+{
+    if (!*h || strcmp(h, "localhost") == 0 || strcmp(h, "127.0.0.1") == 0 ||
+        strcmp(h, kd.hostname) == 0)
+        return true;
+    /* short name of an FQDN hostname, or FQDN of a short one */
+    size_t a = strcspn(h, "."), b = strcspn(kd.hostname, ".");
+    return a == b && strncmp(h, kd.hostname, a) == 0;
+}
+
+void kd_op_ns_lookup(struct kd_client *c, uint64_t cookie, const void *body,
+                     struct kd_reply *r)
+{
+    (void)cookie;
+    const struct via_ctl_ns_lookup *q = body;
+    char name[sizeof q->name + 1];
+    memcpy(name, q->name, sizeof q->name);
+    name[sizeof q->name] = 0; /* the client may not have terminated it */
+    unsigned own = c->sess ? c->sess->nic->index : 0, idx;
+    const char *colon = strrchr(name, ':');
+
+    if (colon) {
+        char host[sizeof name];
+        memcpy(host, name, (size_t)(colon - name));
+        host[colon - name] = 0;
+        if (!is_this_host(host)) {
+            kd_fail(r, VIP_ERROR_NAMESERVICE,
+                    "unknown host %.40s (only this host's NICs are known)", host);
+            return;
+        }
+        if (!device_index(colon + 1, &idx)) {
+            kd_fail(r, VIP_ERROR_NAMESERVICE, "unknown NIC name %.60s", colon + 1);
+            return;
+        }
+    } else if (device_index(name, &idx)) {
+        /* explicit NIC of this host */
+    } else if (is_this_host(name)) {
+        idx = own;
+    } else {
+        kd_fail(r, VIP_ERROR_NAMESERVICE, "unknown host %.64s", name);
+        return;
+    }
+    if (idx >= kd.nnics) {
+        kd_fail(r, VIP_ERROR_NAMESERVICE, "no such NIC via%u (this vipd has %u)", idx,
+                kd.nnics);
+        return;
+    }
+    struct via_ctl_ns_lookup_r *a = kd_body(r, sizeof *a);
+    if (a)
+        kd_nic_addr(idx, a->nic_addr);
+    kd_debug("NS_LOOKUP '%s' -> via%u", name, idx);
+}
+
+void kd_op_query_nic(struct kd_client *c, uint64_t cookie, const void *body,
+                     struct kd_reply *r)
+{
+    (void)cookie;
+    (void)body;
+    struct via_ctl_query_nic_r *a = kd_body(r, sizeof *a);
+    if (!a)
+        return;
+    unsigned i = c->sess->nic->index;
+    snprintf(a->name, sizeof a->name, "via%u", i);
+    kd_nic_addr(i, a->nic_addr);
+    a->max_vi = VIA_MAX_VI;
+    a->max_cq = VIA_MAX_CQ;
+    a->max_cq_entries = VIA_MAX_CQ_ENTRIES;
+    a->max_ptags = VIA_MAX_PTAGS;
+    a->max_tpt = VIA_MAX_TPT;
+    a->max_segs = VIA_MAX_SEGS;
+    a->max_transfer = VIA_MAX_TRANSFER;
+    a->mtu = VIA_MTU;
+    a->queue_depth = VIA_QUEUE_DEPTH;
+    a->max_register_bytes = VIA_MAX_REGISTER_BYTES;
+    snprintf(a->profile, sizeof a->profile, "%s", kd.profile);
+}

@@ -1,0 +1,292 @@
+/*
+ * kd_vi.c - VIs (CREATE/DESTROY/SET_VI) and completion queues
+ * (CREATE/DESTROY_CQ).
+ *
+ * A VI id is unique per NIC (lowest free, 0..VIA_MAX_VI-1): it is the
+ * address a peer's packets carry. Its doorbell page is its own memfd, so
+ * a process can map its own VIs' doorbells and nobody else's.
+ */
+#include "kd.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vipl.h"
+
+static const char *const vi_state_name[] = {
+    [VIA_VI_IDLE] = "IDLE",
+    [VIA_VI_CONNECTED] = "CONNECTED",
+    [VIA_VI_PENDING] = "PENDING",
+    [VIA_VI_ERROR] = "ERROR",
+};
+
+const char *kd_vi_state_name(uint32_t st)
+{
+    return st < sizeof vi_state_name / sizeof vi_state_name[0] ? vi_state_name[st] : "?";
+}
+
+struct kd_vi *kd_vi_of(const struct kd_session *s, uint32_t vi_id)
+{
+    if (vi_id >= VIA_MAX_VI)
+        return NULL;
+    struct kd_vi *vi = s->nic->vi[vi_id];
+    return vi && vi->sess == s ? vi : NULL;
+}
+
+void kd_vi_set_state(struct kd_vi *vi, enum via_vi_state st)
+{
+    vi->state = st;
+    /* The mirror in the doorbell page: the in-process firmware and vipctl
+     * read it; vipd itself trusts only vi->state. */
+    atomic_store_explicit(&vi->page->state, (uint32_t)st, memory_order_release);
+}
+
+/* Validate VI attributes (shared by CREATE_VI and SET_VI). */
+static bool attr_ok(struct kd_session *s, struct via_vi_attr *a, struct kd_reply *r)
+{
+    uint32_t rel = a->reliability;
+    if (rel != VIP_SERVICE_UNRELIABLE && rel != VIP_SERVICE_RELIABLE_DELIVERY &&
+        rel != VIP_SERVICE_RELIABLE_RECEPTION) {
+        kd_fail(r, VIP_INVALID_RELIABILITY_LEVEL,
+                "reliability level 0x%x is not one of UNRELIABLE (1), RELIABLE_DELIVERY (2), "
+                "RELIABLE_RECEPTION (4)",
+                rel);
+        return false;
+    }
+    if (a->max_transfer > VIA_MAX_TRANSFER) {
+        kd_fail(r, VIP_INVALID_MTU, "max transfer size %u exceeds the NIC's %u bytes",
+                a->max_transfer, VIA_MAX_TRANSFER);
+        return false;
+    }
+    if (a->max_transfer == 0)
+        a->max_transfer = VIA_MAX_TRANSFER;
+    /* ptag 0 means "none" (via_abi.h): such a VI can move no registered memory. */
+    if (a->ptag != 0 && !kd_ptag_owned(s, a->ptag)) {
+        kd_fail(r, VIP_INVALID_PTAG, "ptag %u is not one of this NIC handle's ptags", a->ptag);
+        return false;
+    }
+    if (a->rdma_read && rel != VIP_SERVICE_RELIABLE_RECEPTION) {
+        kd_fail(r, VIP_INVALID_RDMAREAD,
+                "RDMA read needs reliability level RELIABLE_RECEPTION on this NIC");
+        return false;
+    }
+    a->rdma_write = a->rdma_write ? 1 : 0;
+    a->rdma_read = a->rdma_read ? 1 : 0;
+    a->pad = 0;
+    return true;
+}
+
+static struct kd_cq *cq_of(struct kd_session *s, uint32_t id)
+{
+    return id < VIA_MAX_CQ ? s->cq[id] : NULL;
+}
+
+void kd_op_create_vi(struct kd_client *c, uint64_t cookie, const void *body,
+                     struct kd_reply *r)
+{
+    (void)cookie;
+    const struct via_ctl_create_vi *q = body;
+    struct kd_session *s = c->sess;
+    struct via_vi_attr attr = q->attr;
+    if (!attr_ok(s, &attr, r))
+        return;
+    struct kd_cq *scq = NULL, *rcq = NULL;
+    if (q->send_cq && !(scq = cq_of(s, q->send_cq - 1))) {
+        kd_fail(r, VIP_INVALID_PARAMETER, "send CQ %u is not a CQ of this NIC handle",
+                q->send_cq - 1);
+        return;
+    }
+    if (q->recv_cq && !(rcq = cq_of(s, q->recv_cq - 1))) {
+        kd_fail(r, VIP_INVALID_PARAMETER, "receive CQ %u is not a CQ of this NIC handle",
+                q->recv_cq - 1);
+        return;
+    }
+    struct kd_nic *nic = s->nic;
+    uint32_t id = 0;
+    while (id < VIA_MAX_VI && nic->vi[id])
+        id++;
+    if (id == VIA_MAX_VI) {
+        kd_fail(r, VIP_ERROR_RESOURCE, "all %u VIs of via%u are in use", VIA_MAX_VI,
+                nic->index);
+        return;
+    }
+    struct kd_vi *vi = calloc(1, sizeof *vi);
+    if (!vi) {
+        kd_fail(r, VIP_ERROR_RESOURCE, "vipd is out of memory");
+        return;
+    }
+    int fd;
+    vi->page = kd_shm_create("via-doorbell", sizeof *vi->page, 0, &fd);
+    if (!vi->page) {
+        kd_fail(r, VIP_ERROR_RESOURCE, "cannot create the doorbell page: %s", strerror(errno));
+        free(vi);
+        return;
+    }
+    vi->nic = nic;
+    vi->sess = s;
+    vi->id = id;
+    vi->attr = attr;
+    vi->scq = scq;
+    vi->rcq = rcq;
+    vi->page->vi_id = id;
+    kd_vi_set_state(vi, VIA_VI_IDLE);
+    if (scq)
+        scq->nbound++;
+    if (rcq)
+        rcq->nbound++;
+    kd_ptag_ref(attr.ptag, 1, 0);
+    nic->vi[id] = vi;
+    nic->nvis++;
+    s->nvis++;
+    struct via_ctl_create_vi_r *a = kd_body(r, sizeof *a);
+    if (a)
+        a->vi_id = id;
+    kd_add_fd(r, fd, true);
+    kd_debug("session %u: VI %u on via%u created", s->id, id, nic->index);
+}
+
+/* died: the owner is gone (break its connection) rather than disconnecting. */
+static void vi_free(struct kd_vi *vi, bool died)
+{
+    kd_conn_vi_gone(vi, died);
+    if (vi->scq)
+        vi->scq->nbound--;
+    if (vi->rcq)
+        vi->rcq->nbound--;
+    kd_ptag_ref(vi->attr.ptag, -1, 0);
+    vi->nic->vi[vi->id] = NULL;
+    vi->nic->nvis--;
+    vi->sess->nvis--;
+    kd_shm_unmap(vi->page, sizeof *vi->page);
+    free(vi);
+}
+
+void kd_op_destroy_vi(struct kd_client *c, uint64_t cookie, const void *body,
+                      struct kd_reply *r)
+{
+    (void)cookie;
+    const struct via_ctl_vi *q = body;
+    struct kd_vi *vi = kd_vi_of(c->sess, q->vi_id);
+    if (!vi) {
+        kd_fail(r, VIP_INVALID_PARAMETER, "VI %u is not a VI of this NIC handle", q->vi_id);
+        return;
+    }
+    kd_debug("session %u: VI %u destroyed (was %s)", c->sess->id, vi->id,
+             kd_vi_state_name(vi->state));
+    vi_free(vi, false);
+}
+
+void kd_op_set_vi(struct kd_client *c, uint64_t cookie, const void *body, struct kd_reply *r)
+{
+    (void)cookie;
+    const struct via_ctl_set_vi *q = body;
+    struct kd_vi *vi = kd_vi_of(c->sess, q->vi_id);
+    if (!vi) {
+        kd_fail(r, VIP_INVALID_PARAMETER, "VI %u is not a VI of this NIC handle", q->vi_id);
+        return;
+    }
+    if (vi->state != VIA_VI_IDLE) {
+        kd_fail(r, VIP_INVALID_STATE, "VI %u is %s: attributes change only while IDLE", vi->id,
+                kd_vi_state_name(vi->state));
+        return;
+    }
+    struct via_vi_attr attr = q->attr;
+    if (!attr_ok(c->sess, &attr, r))
+        return;
+    kd_ptag_ref(vi->attr.ptag, -1, 0);
+    kd_ptag_ref(attr.ptag, 1, 0);
+    vi->attr = attr;
+}
+
+void kd_op_create_cq(struct kd_client *c, uint64_t cookie, const void *body,
+                     struct kd_reply *r)
+{
+    (void)cookie;
+    const struct via_ctl_create_cq *q = body;
+    struct kd_session *s = c->sess;
+    if (q->entries < 1 || q->entries > VIA_MAX_CQ_ENTRIES) {
+        kd_fail(r, VIP_INVALID_PARAMETER, "CQ size %u is not in 1..%u", q->entries,
+                VIA_MAX_CQ_ENTRIES);
+        return;
+    }
+    uint32_t id = 0;
+    while (id < VIA_MAX_CQ && s->cq[id])
+        id++;
+    if (id == VIA_MAX_CQ) {
+        kd_fail(r, VIP_ERROR_RESOURCE, "this NIC handle already has %u CQs (the limit)",
+                VIA_MAX_CQ);
+        return;
+    }
+    uint32_t nslots = 1;
+    while (nslots < q->entries)
+        nslots <<= 1;
+    struct kd_cq *cq = calloc(1, sizeof *cq);
+    if (!cq) {
+        kd_fail(r, VIP_ERROR_RESOURCE, "vipd is out of memory");
+        return;
+    }
+    cq->bytes = sizeof(struct via_cq_ring) + (size_t)nslots * sizeof(struct via_cq_entry);
+    int fd;
+    cq->ring = kd_shm_create("via-cq", cq->bytes, 0, &fd);
+    if (!cq->ring) {
+        kd_fail(r, VIP_ERROR_RESOURCE, "cannot create the CQ ring: %s", strerror(errno));
+        free(cq);
+        return;
+    }
+    cq->ring->nslots = nslots;
+    cq->id = id;
+    cq->sess = s;
+    cq->nslots = nslots;
+    s->cq[id] = cq;
+    s->ncqs++;
+    struct via_ctl_create_cq_r *a = kd_body(r, sizeof *a);
+    if (a) {
+        a->cq_id = id;
+        a->nslots = nslots;
+    }
+    kd_add_fd(r, fd, true);
+}
+
+static void cq_free(struct kd_session *s, struct kd_cq *cq)
+{
+    s->cq[cq->id] = NULL;
+    s->ncqs--;
+    kd_shm_unmap(cq->ring, cq->bytes);
+    free(cq);
+}
+
+void kd_op_destroy_cq(struct kd_client *c, uint64_t cookie, const void *body,
+                      struct kd_reply *r)
+{
+    (void)cookie;
+    const struct via_ctl_cq *q = body;
+    struct kd_cq *cq = cq_of(c->sess, q->cq_id);
+    if (!cq) {
+        kd_fail(r, VIP_INVALID_PARAMETER, "CQ %u is not a CQ of this NIC handle", q->cq_id);
+        return;
+    }
+    if (cq->nbound) {
+        kd_fail(r, VIP_INVALID_STATE, "CQ %u still has %u work queues bound to it", cq->id,
+                cq->nbound);
+        return;
+    }
+    cq_free(c->sess, cq);
+}
+
+void kd_vi_session_free(struct kd_session *s, unsigned *nvis, unsigned *ncqs)
+{
+    struct kd_nic *nic = s->nic;
+    for (uint32_t id = 0; id < VIA_MAX_VI && s->nvis; id++) {
+        struct kd_vi *vi = nic->vi[id];
+        if (vi && vi->sess == s) {
+            vi_free(vi, true);
+            (*nvis)++;
+        }
+    }
+    for (uint32_t id = 0; id < VIA_MAX_CQ; id++)
+        if (s->cq[id]) {
+            cq_free(s, s->cq[id]);
+            (*ncqs)++;
+        }
+}

@@ -1,0 +1,367 @@
+/*
+ * vipctl - status, counters and traces of a running vipd.
+ *
+ * Talks the management subset of the control protocol (via_abi.h). Never
+ * starts a vipd: a status tool that creates what it inspects would hide
+ * the very problem it is run to find.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ctl_sock.h"
+#include "via_abi.h"
+#include "vipl.h"
+
+static char sockpath[512];
+
+static const char *const status_name[] = {
+    "VIP_SUCCESS",         "VIP_NOT_DONE",          "VIP_INVALID_PARAMETER",
+    "VIP_ERROR_RESOURCE",  "VIP_TIMEOUT",           "VIP_REJECT",
+    "VIP_INVALID_RELIABILITY_LEVEL", "VIP_INVALID_MTU", "VIP_INVALID_QOS",
+    "VIP_INVALID_PTAG",    "VIP_INVALID_RDMAREAD",  "VIP_DESCRIPTOR_ERROR",
+    "VIP_INVALID_STATE",   "VIP_ERROR_NAMESERVICE", "VIP_NO_MATCH",
+    "VIP_NOT_REACHABLE",   "VIP_ERROR_NOT_SUPPORTED",
+};
+
+static const char *const stage_name[VIA_ST_NSTAGES] = {
+    [VIA_ST_BUILD] = "BUILD",         [VIA_ST_T1_RING] = "T1_RING",
+    [VIA_ST_T2_BELL] = "T2_BELL",     [VIA_ST_T3_XDES] = "T3_XDES",
+    [VIA_ST_T4_XDATA] = "T4_XDATA",   [VIA_ST_T5_TRANSMIT] = "T5_TRANSMIT",
+    [VIA_ST_T6_UPDT] = "T6_UPDT",     [VIA_ST_R1_RING] = "R1_RING",
+    [VIA_ST_R2_BELL] = "R2_BELL",     [VIA_ST_R3_RECEIVE] = "R3_RECEIVE",
+    [VIA_ST_R4_XDES] = "R4_XDES",     [VIA_ST_R5_XDATA] = "R5_XDATA",
+    [VIA_ST_R6_UPDT] = "R6_UPDT",
+};
+
+static const char *vi_state(uint32_t s)
+{
+    static const char *const n[] = {"IDLE", "CONNECTED", "PENDING", "ERROR"};
+    return s < 4 ? n[s] : "?";
+}
+
+static const char *reliability(uint32_t r)
+{
+    switch (r) {
+    case VIP_SERVICE_UNRELIABLE:
+        return "UD";
+    case VIP_SERVICE_RELIABLE_DELIVERY:
+        return "RD";
+    case VIP_SERVICE_RELIABLE_RECEPTION:
+        return "RR";
+    default:
+        return "?";
+    }
+}
+
+static void no_vipd(void)
+{
+    fprintf(stderr,
+            "vipctl: no vipd is running on %s (it starts with the first VipOpenNic, or run "
+            "'vipd -f')\n",
+            sockpath);
+    exit(1);
+}
+
+/*
+ * One request, one reply. Returns the reply body (malloc'd, *len bytes) or
+ * exits with a message. The body buffer holds the largest reply vipd sends.
+ */
+static void *call(uint32_t op, const void *req, uint32_t reqlen, size_t *len)
+{
+    int s = ctl_connect(sockpath);
+    if (s < 0) {
+        if (s == -ENOENT || s == -ECONNREFUSED)
+            no_vipd();
+        fprintf(stderr, "vipctl: cannot connect to %s: %s\n", sockpath, strerror(-s));
+        exit(1);
+    }
+    struct via_ctl_hdr h = {.op = op, .len = reqlen, .cookie = 1};
+    int rc = ctl_send(s, &h, sizeof h, req, reqlen, NULL, 0);
+    if (rc < 0) {
+        fprintf(stderr, "vipctl: cannot send to vipd on %s: %s\n", sockpath, strerror(-rc));
+        exit(1);
+    }
+    void *body = malloc(VIA_CTL_MAX_BODY);
+    if (!body) {
+        fprintf(stderr, "vipctl: out of memory\n");
+        exit(1);
+    }
+    struct via_ctl_reply_hdr r;
+    int nfds = 0;
+    long n = ctl_recv(s, &r, sizeof r, body, VIA_CTL_MAX_BODY, NULL, &nfds);
+    close(s);
+    if (n < 0) {
+        fprintf(stderr, "vipctl: no reply from vipd on %s: %s\n", sockpath, strerror((int)-n));
+        exit(1);
+    }
+    if (r.status != VIP_SUCCESS) {
+        r.msg[sizeof r.msg - 1] = 0;
+        const char *sn = r.status >= 0 && (size_t)r.status < sizeof status_name / sizeof *status_name
+                             ? status_name[r.status]
+                             : "unknown status";
+        fprintf(stderr, "vipctl: vipd refused: %s (%s)\n", r.msg, sn);
+        exit(1);
+    }
+    *len = (size_t)n;
+    return body;
+}
+
+static void print_addr(const uint8_t a[VIA_NIC_ADDR_LEN])
+{
+    for (unsigned i = 0; i < VIA_NIC_ADDR_LEN; i++)
+        printf("%s%02x", i ? ":" : "", a[i]);
+}
+
+static int cmd_nics(void)
+{
+    size_t len;
+    struct via_nic_info *a = call(VIA_CTL_LIST_NICS, NULL, 0, &len);
+    size_t n = len / sizeof *a;
+    for (size_t i = 0; i < n; i++) {
+        struct via_nic_info *o = &a[i];
+        o->name[sizeof o->name - 1] = 0;
+        o->profile[sizeof o->profile - 1] = 0;
+        printf("nic: %s\n", o->name);
+        printf("\tprofile:\t\t%s\n", o->profile);
+        printf("\tnic_addr:\t\t");
+        print_addr(o->nic_addr);
+        printf("\n\tstate:\t\t\tPORT_ACTIVE (emulated switch)\n");
+        printf("\tmax_vi:\t\t\t%u\n\tmax_cq:\t\t\t%u (per process)\n", VIA_MAX_VI, VIA_MAX_CQ);
+        printf("\tmax_cq_entries:\t\t%u\n\tmax_ptags:\t\t%u (per process)\n",
+               VIA_MAX_CQ_ENTRIES, VIA_MAX_PTAGS);
+        printf("\tmax_tpt:\t\t%u (per process)\n\tmax_register_bytes:\t%llu\n", VIA_MAX_TPT,
+               (unsigned long long)VIA_MAX_REGISTER_BYTES);
+        printf("\tmax_segs:\t\t%u\n\tmax_transfer:\t\t%u\n\tmtu:\t\t\t%u\n", VIA_MAX_SEGS,
+               VIA_MAX_TRANSFER, VIA_MTU);
+        printf("\tqueue_depth:\t\t%u\n\tmax_discriminator:\t%u\n", VIA_QUEUE_DEPTH,
+               VIA_MAX_DISCRIM);
+        printf("\tsessions:\t\t%u\n\tvis:\t\t\t%u\n\tregions:\t\t%u\n\tconnections:\t\t%u\n",
+               o->sessions, o->vis, o->regions, o->conns);
+        printf("\ttx:\t\t\t%llu msgs, %llu bytes\n\trx:\t\t\t%llu msgs, %llu bytes\n",
+               (unsigned long long)o->tx_msgs, (unsigned long long)o->tx_bytes,
+               (unsigned long long)o->rx_msgs, (unsigned long long)o->rx_bytes);
+        printf("\trx_dropped:\t\t%llu\n\tdesc_errors:\t\t%llu\n",
+               (unsigned long long)o->rx_dropped, (unsigned long long)o->desc_errors);
+        if (i + 1 < n)
+            printf("\n");
+    }
+    free(a);
+    return 0;
+}
+
+static int cmd_counters(void)
+{
+    size_t len;
+    struct via_nic_info *a = call(VIA_CTL_LIST_NICS, NULL, 0, &len);
+    size_t n = len / sizeof *a;
+    printf("%-6s %12s %14s %12s %14s %10s %10s\n", "NIC", "TX_MSGS", "TX_BYTES", "RX_MSGS",
+           "RX_BYTES", "RX_DROPS", "DESC_ERRS");
+    for (size_t i = 0; i < n; i++) {
+        struct via_nic_info *o = &a[i];
+        o->name[sizeof o->name - 1] = 0;
+        printf("%-6s %12llu %14llu %12llu %14llu %10llu %10llu\n", o->name,
+               (unsigned long long)o->tx_msgs, (unsigned long long)o->tx_bytes,
+               (unsigned long long)o->rx_msgs, (unsigned long long)o->rx_bytes,
+               (unsigned long long)o->rx_dropped, (unsigned long long)o->desc_errors);
+    }
+    free(a);
+    return 0;
+}
+
+static int cmd_vis(void)
+{
+    size_t len;
+    struct via_vi_info *a = call(VIA_CTL_LIST_VIS, NULL, 0, &len);
+    size_t n = len / sizeof *a;
+    printf("%-6s %5s %8s %-16s %-9s %-3s %-12s %5s %5s %10s %10s %6s %6s\n", "NIC", "VI", "PID",
+           "PROG", "STATE", "REL", "PEER", "SQ", "RQ", "TX_MSGS", "RX_MSGS", "DROPS", "ERRS");
+    for (size_t i = 0; i < n; i++) {
+        struct via_vi_info *o = &a[i];
+        char peer[32] = "-";
+        if (o->peer_vi != UINT32_MAX)
+            snprintf(peer, sizeof peer, "via%u/%u", o->peer_nic, o->peer_vi);
+        o->progname[sizeof o->progname - 1] = 0;
+        printf("via%-3u %5u %8u %-16.16s %-9s %-3s %-12s %5u %5u %10llu %10llu %6llu %6llu\n",
+               o->nic, o->vi_id, o->owner_pid, o->progname, vi_state(o->state),
+               reliability(o->reliability), peer, o->sq_depth, o->rq_depth,
+               (unsigned long long)o->tx_msgs, (unsigned long long)o->rx_msgs,
+               (unsigned long long)o->rx_dropped, (unsigned long long)o->desc_errors);
+    }
+    if (n == 0)
+        printf("(no VIs)\n");
+    free(a);
+    return 0;
+}
+
+static int cmd_mem(void)
+{
+    size_t len;
+    struct via_mem_info *a = call(VIA_CTL_LIST_MEM, NULL, 0, &len);
+    size_t n = len / sizeof *a;
+    printf("%-6s %-10s %8s %5s %-18s %12s %s\n", "NIC", "HANDLE", "PID", "PTAG", "VA", "LEN",
+           "FLAGS");
+    for (size_t i = 0; i < n; i++) {
+        struct via_mem_info *o = &a[i];
+        char fl[32];
+        snprintf(fl, sizeof fl, "%s%s%s", o->flags & VIA_TPT_RDMA_WRITE ? "rdma_write " : "",
+                 o->flags & VIA_TPT_RDMA_READ ? "rdma_read" : "", o->flags ? "" : "-");
+        printf("via%-3u 0x%08x %8u %5u 0x%016llx %12llu %s\n", o->nic, o->handle, o->owner_pid,
+               o->ptag, (unsigned long long)o->va, (unsigned long long)o->len, fl);
+    }
+    if (n == 0)
+        printf("(no registered memory)\n");
+    free(a);
+    return 0;
+}
+
+static int cmd_trace(const char *arg)
+{
+    struct via_ctl_trace t = {0};
+    if (!arg) {
+        fprintf(stderr, "vipctl: trace wants on, off or dump\n");
+        return 2;
+    }
+    if (strcmp(arg, "on") == 0)
+        t.on = 1;
+    else if (strcmp(arg, "off") == 0)
+        t.on = 0;
+    else if (strcmp(arg, "dump") == 0)
+        t.on = 2;
+    else {
+        fprintf(stderr, "vipctl: trace wants on, off or dump, not '%s'\n", arg);
+        return 2;
+    }
+    size_t len;
+    struct via_trace_rec *a = call(VIA_CTL_TRACE, &t, sizeof t, &len);
+    if (t.on != 2) {
+        printf("stage trace %s\n", t.on ? "on" : "off");
+        free(a);
+        return 0;
+    }
+    size_t n = len / sizeof *a;
+    printf("%12s %5s %-12s %8s %8s\n", "T_US", "VI", "STAGE", "MSG_SEQ", "LEN");
+    for (size_t i = 0; i < n; i++) {
+        double us = (double)(a[i].t_ns - a[0].t_ns) / 1000.0;
+        printf("%12.3f %5u %-12s %8u %8u\n", us, a[i].vi_id,
+               a[i].stage < VIA_ST_NSTAGES ? stage_name[a[i].stage] : "?", a[i].msg_seq,
+               a[i].len);
+    }
+    if (n == 0)
+        printf("(no trace records: 'vipctl trace on', then run a program)\n");
+    free(a);
+    return 0;
+}
+
+static int cmd_ping(void)
+{
+    int s = ctl_connect(sockpath);
+    if (s < 0) {
+        printf("no vipd answers on %s (%s)\n", sockpath, strerror(-s));
+        return 1;
+    }
+    struct via_ctl_hdr h = {.op = VIA_CTL_PING, .len = 0, .cookie = 1};
+    struct via_ctl_reply_hdr r;
+    struct via_ctl_hello_r b;
+    int nfds = 0;
+    long n = -EIO;
+    if (ctl_send(s, &h, sizeof h, NULL, 0, NULL, 0) == 0)
+        n = ctl_recv(s, &r, sizeof r, &b, sizeof b, NULL, &nfds);
+    close(s);
+    if (n != (long)sizeof b || r.status != VIP_SUCCESS) {
+        printf("something on %s accepted the connection but did not answer like vipd\n",
+               sockpath);
+        return 1;
+    }
+    b.profile[sizeof b.profile - 1] = 0;
+    printf("vipd on %s is alive: %u NIC%s, profile %s\n", sockpath, b.nnics,
+           b.nnics == 1 ? "" : "s", b.profile);
+    return 0;
+}
+
+static void env1(const char *name, const char *meaning)
+{
+    const char *v = getenv(name);
+    printf("%-16s = %-24s %s\n", name, v ? v : "(unset)", meaning);
+}
+
+static int cmd_env(void)
+{
+    env1("VIP_PROFILE", "NIC timing profile (default native)");
+    env1("VIP_EXT_MODE", "short-message path: standard, descriptorless, merged");
+    env1("VIP_EXT_MAX", "size threshold (bytes) up to which VIP_EXT_MODE applies");
+    env1("VIPD_SOCKET", "vipd control socket path");
+    env1("VIPD_AUTOSTART", "0: VipOpenNic does not start vipd");
+    env1("VIPD_PATH", "vipd binary VipOpenNic starts");
+    env1("VIPD_IDLE_EXIT", "seconds an autostarted vipd waits without sessions (60)");
+    env1("XDG_RUNTIME_DIR", "holds vipd/vipd.sock when VIPD_SOCKET is unset");
+    printf("%-16s = %s\n", "socket (resolved)", sockpath);
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: vipctl [-s SOCKET] COMMAND\n"
+               "commands:\n"
+               "  nics              NICs, limits, usage and counters (default)\n"
+               "  vis               table of all VIs\n"
+               "  mem               table of registered memory\n"
+               "  counters          per-NIC counters\n"
+               "  trace on|off|dump stage trace control; dump prints the records\n"
+               "  shutdown          stop vipd (its clients' VIs go to the error state)\n"
+               "  ping              exit 0 if a vipd answers\n"
+               "  env               environment variables and the socket path\n");
+}
+
+int main(int argc, char **argv)
+{
+    int c;
+    const char *sock = NULL;
+    while ((c = getopt(argc, argv, "+s:h")) != -1) {
+        if (c == 's')
+            sock = optarg;
+        else if (c == 'h') {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (sock)
+        snprintf(sockpath, sizeof sockpath, "%s", sock);
+    else
+        ctl_socket_path(sockpath, sizeof sockpath);
+    const char *cmd = optind < argc ? argv[optind] : "nics";
+    const char *arg = optind + 1 < argc ? argv[optind + 1] : NULL;
+    if (strcmp(cmd, "nics") == 0)
+        return cmd_nics();
+    if (strcmp(cmd, "vis") == 0)
+        return cmd_vis();
+    if (strcmp(cmd, "mem") == 0)
+        return cmd_mem();
+    if (strcmp(cmd, "counters") == 0)
+        return cmd_counters();
+    if (strcmp(cmd, "trace") == 0)
+        return cmd_trace(arg);
+    if (strcmp(cmd, "ping") == 0)
+        return cmd_ping();
+    if (strcmp(cmd, "env") == 0)
+        return cmd_env();
+    if (strcmp(cmd, "shutdown") == 0) {
+        size_t len;
+        free(call(VIA_CTL_SHUTDOWN, NULL, 0, &len));
+        printf("vipd on %s is shutting down\n", sockpath);
+        return 0;
+    }
+    if (strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "vipctl: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}
