@@ -184,6 +184,9 @@ struct via_trace_rec {
 };
 static_assert(sizeof(struct via_trace_rec) == 32, "trace record");
 
+#define VIA_ST_NSTAGES_MAX 16u
+static_assert(VIA_ST_NSTAGES <= VIA_ST_NSTAGES_MAX, "stage table");
+
 #define VIA_TRACE_SLOTS 2048u
 struct via_status_page {
     _Atomic uint32_t trace_on; /* set by vipd (vipctl trace on) */
@@ -289,6 +292,47 @@ struct via_chan {
     struct via_chan_dir dir[2];
 };
 #define VIA_CHAN_MAGIC 0x56494143u /* "VIAC" */
+
+/* ---- the NIC page: timing profile and modelled resources --------------------
+ * One per NIC, created by vipd, mapped read-write by every session on that
+ * NIC (their firmware reserves the NIC's resources here). vipd writes prof
+ * once at start-up; scan_slots whenever VIs come and go. Times are
+ * CLOCK_MONOTONIC nanoseconds. Costs are stored already converted to ns
+ * (see lanai-fw/fw_profile.c for the units of the profile files).
+ */
+struct via_profile {
+    char name[32];
+    uint32_t paced;        /* 0: no costs, no pacing (native) */
+    uint32_t hw_doorbell;  /* 1: doorbells reach the NIC directly; 0: linear scan */
+    double lanai_mhz;
+    double host_build_ns;  /* host CPU: build one descriptor */
+    double pio_write_ns;   /* host -> NIC SRAM, per 32-bit word */
+    double pio_read_ns;    /* NIC SRAM -> host, per 32-bit word */
+    double poll_ns;        /* firmware: poll one doorbell pair */
+    double bell_ns, desc_ns, data_ns, xmit_ns, recv_ns, updt_ns; /* firmware steps */
+    double dma_setup_ns;   /* one host DMA transaction */
+    double h2n_ns_per_byte, n2h_ns_per_byte; /* host DMA, per direction */
+    double link_ns_per_byte;
+    double switch_ns;
+    double wire_header;    /* bytes on the wire per packet besides payload */
+    double sram_bytes;
+};
+static_assert(sizeof(struct via_profile) == 32 + 8 + 18 * 8, "profile");
+
+struct via_nic_page {
+    struct via_profile prof;
+    _Alignas(64) _Atomic uint32_t lock;   /* holder's pid, 0 = free (see fw_sched.c) */
+    _Atomic uint32_t scan_slots;          /* doorbell pairs the firmware scans */
+    _Atomic uint64_t lanai_busy_until;    /* LANai processor */
+    _Atomic uint64_t lanai_idle_since;
+    _Atomic uint64_t hdma_busy_until;     /* host DMA engine and I/O bus */
+    _Atomic uint64_t nsend_busy_until;    /* net send DMA and outbound link */
+    _Atomic uint64_t nrecv_busy_until;    /* net receive DMA */
+    _Atomic uint64_t stage_ns[VIA_ST_NSTAGES_MAX]; /* modelled time per stage */
+    _Atomic uint64_t stage_cnt[VIA_ST_NSTAGES_MAX];
+    uint8_t pad[VIA_PAGE_SIZE - sizeof(struct via_profile) - 64 - 48 - 2 * 8 * 16];
+};
+static_assert(sizeof(struct via_nic_page) == VIA_PAGE_SIZE, "NIC page is one page");
 
 /* ---- control messages (Unix socket, vipd <-> client) -------------------------- */
 #define VIA_SOCK_NAME "vipd.sock"

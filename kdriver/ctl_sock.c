@@ -1,7 +1,9 @@
 /*
  * ctl_sock.c - framing of the control channel (see ctl_sock.h).
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "ctl_sock.h"
 
 #include <errno.h>

@@ -82,6 +82,9 @@ struct kd_nic {
     uint8_t addr[VIA_NIC_ADDR_LEN];
     struct kd_vi *vi[VIA_MAX_VI];
     unsigned nvis;
+    /* Counters of destroyed VIs, so NIC totals survive their programs. */
+    uint64_t gone_tx_msgs, gone_tx_bytes, gone_rx_msgs, gone_rx_bytes, gone_rx_dropped,
+        gone_desc_errors;
 };
 
 struct kd_session {

@@ -36,6 +36,12 @@ void kd_op_list_nics(struct kd_client *c, uint64_t cookie, const void *body,
         memcpy(o->nic_addr, nic->addr, VIA_NIC_ADDR_LEN);
         o->vis = nic->nvis;
         o->conns = kd_conn_count(i);
+        o->tx_msgs = nic->gone_tx_msgs;
+        o->tx_bytes = nic->gone_tx_bytes;
+        o->rx_msgs = nic->gone_rx_msgs;
+        o->rx_bytes = nic->gone_rx_bytes;
+        o->rx_dropped = nic->gone_rx_dropped;
+        o->desc_errors = nic->gone_desc_errors;
         for (struct kd_session *s = kd.sessions; s; s = s->next)
             if (s->nic == nic) {
                 o->sessions++;

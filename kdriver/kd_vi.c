@@ -155,6 +155,14 @@ static void vi_free(struct kd_vi *vi, bool died)
     if (vi->rcq)
         vi->rcq->nbound--;
     kd_ptag_ref(vi->attr.ptag, -1, 0);
+    struct via_vi_counters *k = &vi->page->cnt;
+    struct kd_nic *nic = vi->nic;
+    nic->gone_tx_msgs += atomic_load_explicit(&k->tx_msgs, memory_order_relaxed);
+    nic->gone_tx_bytes += atomic_load_explicit(&k->tx_bytes, memory_order_relaxed);
+    nic->gone_rx_msgs += atomic_load_explicit(&k->rx_msgs, memory_order_relaxed);
+    nic->gone_rx_bytes += atomic_load_explicit(&k->rx_bytes, memory_order_relaxed);
+    nic->gone_rx_dropped += atomic_load_explicit(&k->rx_dropped, memory_order_relaxed);
+    nic->gone_desc_errors += atomic_load_explicit(&k->desc_errors, memory_order_relaxed);
     vi->nic->vi[vi->id] = NULL;
     vi->nic->nvis--;
     vi->sess->nvis--;

@@ -298,7 +298,7 @@ static int cmd_env(void)
     env1("VIPD_PATH", "vipd binary VipOpenNic starts");
     env1("VIPD_IDLE_EXIT", "seconds an autostarted vipd waits without sessions (60)");
     env1("XDG_RUNTIME_DIR", "holds vipd/vipd.sock when VIPD_SOCKET is unset");
-    printf("%-16s = %s\n", "socket (resolved)", sockpath);
+    printf("%-16s = %s\n", "(socket path)", sockpath);
     return 0;
 }
 

@@ -141,8 +141,9 @@ void fw_vi_error(struct fw_vi *vi, uint32_t code, uint64_t desc_va)
      * message only; the VI stays connected (VIA 1.0, reliability levels). */
     if (vi->reliability == VIP_SERVICE_UNRELIABLE && is_descriptor_error(code))
         return;
-    if (atomic_load(&vi->db->state) == VIA_VI_ERROR && vi->err_reported)
+    if (vi->in_error)
         return;
+    vi->in_error = true;
     atomic_store(&vi->db->state, VIA_VI_ERROR);
     if (vi->chan && code != VIP_ERROR_CONN_LOST) {
         uint32_t open = VIA_CHAN_OPEN;

@@ -59,7 +59,7 @@ static enum fw_rx_state rx_first(struct fw_vi *vi, const struct via_wire_hdr *h)
 {
     vi->rx_seq = h->msg_seq;
     FW_TRACE(vi->nic, VIA_ST_R3_RECEIVE, vi->vi_id, h->msg_seq, h->msg_len);
-    if (atomic_load_explicit(&vi->db->state, memory_order_relaxed) != VIA_VI_CONNECTED)
+    if (vi->in_error)
         return FW_RX_DISCARD;
     if (vi->rq.head == vi->rq.tail)
         fw_bell_take(&vi->db->rq, &vi->rq);
@@ -172,7 +172,7 @@ void fw_rx_progress(struct fw_vi *vi)
     uint32_t took = fw_bell_take(&vi->db->rq, &vi->rq);
     if (took)
         FW_TRACE(vi->nic, VIA_ST_R2_BELL, vi->vi_id, vi->rx_seq, took);
-    if (atomic_load_explicit(&vi->db->state, memory_order_relaxed) == VIA_VI_ERROR) {
+    if (vi->in_error) {
         fw_flush(vi);
         return;
     }
@@ -194,8 +194,7 @@ void fw_link_check(struct fw_vi *vi)
         atomic_load(&vi->chan->dir[1 - vi->side].head) !=
             atomic_load(&vi->chan->dir[1 - vi->side].tail))
         return; /* drain first */
-    uint32_t st = atomic_load(&vi->db->state);
-    if (st == VIA_VI_CONNECTED || (st == VIA_VI_ERROR && !vi->err_reported)) {
+    if (!vi->in_error) {
         uint32_t rel = vi->reliability;
         vi->reliability = VIP_SERVICE_RELIABLE_DELIVERY; /* conn loss is never benign */
         fw_vi_error(vi, VIP_ERROR_CONN_LOST, 0);
@@ -214,7 +213,7 @@ void fw_vi_init(struct fw_vi *vi, struct fw_nic *nic, uint32_t vi_id, struct via
     vi->sq.head = vi->sq.tail = 0;
     vi->rq.head = vi->rq.tail = 0;
     vi->tx_seq = vi->rx_seq = 0;
-    vi->err_pending = vi->err_reported = false;
+    vi->err_pending = vi->err_reported = vi->in_error = false;
     /* The doorbell rings may hold tokens from nobody: start where they are. */
     atomic_store(&db->sq.cons, atomic_load(&db->sq.prod));
     atomic_store(&db->rq.cons, atomic_load(&db->rq.prod));
@@ -230,7 +229,7 @@ void fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t p
     vi->tx_seq = vi->rx_seq = 0;
     vi->tx = FW_TX_IDLE;
     vi->rx = FW_RX_IDLE;
-    vi->err_pending = vi->err_reported = false;
+    vi->err_pending = vi->err_reported = vi->in_error = false;
     atomic_store(&vi->db->state, VIA_VI_CONNECTED);
 }
 
@@ -239,4 +238,5 @@ void fw_vi_disconnect(struct fw_vi *vi)
     fw_flush(vi);
     vi->chan = NULL;
     vi->peer_ev = NULL;
+    vi->in_error = false;
 }

@@ -24,8 +24,7 @@ const char *const fw_tx_state_name[FW_TX_NSTATES] = {
 
 static bool vi_usable(const struct fw_vi *vi)
 {
-    return atomic_load_explicit(&vi->db->state, memory_order_relaxed) == VIA_VI_CONNECTED &&
-           vi->chan &&
+    return !vi->in_error && vi->chan &&
            atomic_load_explicit(&vi->chan->state, memory_order_acquire) == VIA_CHAN_OPEN;
 }
 
@@ -37,7 +36,7 @@ static int tx_idle(struct fw_vi *vi)
     FW_TRACE(vi->nic, VIA_ST_T2_BELL, vi->vi_id, vi->tx_seq + 1, 0);
     if (!vi_usable(vi)) {
         fw_link_check(vi);
-        if (atomic_load(&vi->db->state) != VIA_VI_ERROR) {
+        if (!vi->in_error) {
             /* Sent on a VI that is not connected (it was, and the host
              * raced a disconnect): completes flushed, as queued ones do. */
             struct fw_xdes d = {.va = vi->sq.tok[vi->sq.head % VIA_QUEUE_DEPTH].desc_va};

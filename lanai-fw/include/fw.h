@@ -100,6 +100,9 @@ struct fw_vi {
     uint32_t rx_seq;        /* sequence of the message being received */
     uint32_t rx_got;        /* bytes placed so far */
 
+    /* The NIC's own view of the error state. The doorbell page's state word
+     * is a mirror for vipctl, which vipd also writes; never trust it here. */
+    bool in_error;
     /* asynchronous error waiting to be reported by the host library */
     bool err_pending;
     bool err_reported;      /* vipd already told (VI_ERROR sent) */
