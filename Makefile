@@ -22,7 +22,7 @@ DEB_BENCH := gnuplot-nox libfabric-bin
 
 LIB_SRCS   := $(wildcard vipl/src/*.c) $(wildcard lanai-fw/*.c) $(wildcard extensions/*.c) \
 	kdriver/ctl_sock.c
-VIPD_SRCS  := $(wildcard kdriver/kd_*.c) kdriver/ctl_sock.c
+VIPD_SRCS  := $(wildcard kdriver/kd_*.c) kdriver/ctl_sock.c lanai-fw/fw_profile.c
 VIPCTL_SRCS:= kdriver/vipctl.c kdriver/ctl_sock.c
 BENCH_SRCS := $(wildcard bench/*.c)
 TEST_SRCS  := $(wildcard tests/test_*.c)
@@ -46,7 +46,7 @@ $(B)/obj/%.o: %.c
 
 $(LIBSO): $(call obj,$(LIB_SRCS))
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libvipl.so.$(SOVER) $(LDFLAGS) -o $@ $^ -lpthread
+	$(CC) -shared -Wl,-soname,libvipl.so.$(SOVER) $(LDFLAGS) -o $@ $^ -lpthread -lm
 	ln -sf libvipl.so.$(SOVER) $(B)/lib/libvipl.so
 
 $(LIBA): $(call obj,$(LIB_SRCS))
@@ -55,7 +55,7 @@ $(LIBA): $(call obj,$(LIB_SRCS))
 
 $(VIPD): $(call obj,$(VIPD_SRCS))
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ -lpthread
+	$(CC) $(LDFLAGS) -o $@ $^ -lpthread -lm
 
 $(VIPCTL): $(call obj,$(VIPCTL_SRCS))
 	@mkdir -p $(dir $@)
@@ -119,6 +119,8 @@ install: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(B)/lib/pkgconfig/vipl.pc
 	install -m 644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 $(B)/lib/pkgconfig/vipl.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	install -m 755 $(VIPD) $(VIPCTL) $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(PREFIX)/share/vipl/profiles
+	install -m 644 lanai-fw/profiles/*.conf $(DESTDIR)$(PREFIX)/share/vipl/profiles/
 
 clean:
 	rm -rf build build-asan

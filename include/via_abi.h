@@ -53,7 +53,7 @@
  */
 enum via_db_kind {
     VIA_DB_DESC = 0,     /* standard: descriptor address + handle */
-    VIA_DB_MERGED = 1,   /* merged descriptor: word2 low 24 bits = length */
+    VIA_DB_MERGED = 1,   /* merged descriptor: word2 low 16 bits = length */
     VIA_DB_DESCLESS = 2, /* descriptorless: data in the VI's SRAM slot */
     VIA_DB_NKINDS
 };
@@ -66,8 +66,10 @@ struct via_db_token {
 static_assert(sizeof(struct via_db_token) == 16, "doorbell token is 16 bytes");
 
 #define VIA_DB_KIND(w2) ((w2) >> 24)
-#define VIA_DB_LEN(w2) ((w2)&0xFFFFFFu)
-#define VIA_DB_WORD2(kind, len) (((uint32_t)(kind) << 24) | ((uint32_t)(len)&0xFFFFFFu))
+#define VIA_DB_LEN(w2) ((w2)&0xFFFFu)
+#define VIA_DB_SLOT(w2) (((w2) >> 16) & 0xFFu)
+#define VIA_DB_WORD2(kind, slot, len)                                           \
+    (((uint32_t)(kind) << 24) | (((uint32_t)(slot)&0xFFu) << 16) | ((uint32_t)(len)&0xFFFFu))
 
 /*
  * One doorbell queue (send or receive) of a VI.
@@ -96,8 +98,13 @@ struct via_vi_counters {
 };
 static_assert(sizeof(struct via_vi_counters) == 128, "vi counters");
 
-/* The SRAM slot of the descriptorless extension (one per VI). */
+/* The SRAM slots of the descriptorless extension: the host writes a short
+ * message into a free slot by programmed I/O and rings a DESCLESS token
+ * (word2 = kind | slot << 16 | length); the NIC sends from the slot and
+ * clears its busy flag. Slots are used in order, round robin. */
 #define VIA_DESCLESS_SLOT 1024u
+#define VIA_DESCLESS_NSLOTS 4u
+#define VIA_DESCLESS_MAX (VIA_DESCLESS_SLOT / VIA_DESCLESS_NSLOTS)
 
 /* The doorbell page: one per VI, 4 KiB, mapped only by its owner and vipd. */
 struct via_vi_page {
@@ -106,8 +113,9 @@ struct via_vi_page {
     struct via_vi_counters cnt;
     _Atomic uint32_t state; /* enum via_vi_state, mirrored for vipctl */
     uint32_t vi_id;
+    _Atomic uint32_t descless_busy[VIA_DESCLESS_NSLOTS]; /* host sets, NIC clears */
     uint8_t pad[VIA_PAGE_SIZE - 2 * sizeof(struct via_db_queue) - 128 - 8 -
-                VIA_DESCLESS_SLOT];
+                4 * VIA_DESCLESS_NSLOTS - VIA_DESCLESS_SLOT];
     uint8_t descless[VIA_DESCLESS_SLOT];
 };
 static_assert(sizeof(struct via_vi_page) == VIA_PAGE_SIZE, "doorbell page is one page");
@@ -180,7 +188,7 @@ struct via_trace_rec {
     uint32_t msg_seq;
     uint32_t len;
     _Atomic uint32_t seq_end;
-    uint32_t pad;
+    uint32_t dur_ns; /* modelled duration of the stage (paced profiles), else 0 */
 };
 static_assert(sizeof(struct via_trace_rec) == 32, "trace record");
 
@@ -248,7 +256,10 @@ struct via_wire_hdr {
     uint32_t frag_len;
     uint32_t imm;
     uint32_t crc; /* header check word; see via_wire_check() */
-    uint32_t pad1[6];
+    uint32_t pad1[2];
+    uint64_t arrive_ns; /* paced profiles: modelled time the last byte reaches
+                           the receiving NIC (CLOCK_MONOTONIC); 0 = now */
+    uint32_t pad2[2];
 };
 static_assert(sizeof(struct via_wire_hdr) == 64, "wire header is one cache line");
 

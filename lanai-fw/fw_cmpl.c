@@ -96,6 +96,8 @@ static void flush_token(struct fw_vi *vi, const struct via_db_token *tok, bool r
 {
     /* The library never rings with a null descriptor; any other address
      * is the owner's own memory, where its VipSendDone will look. */
+    if (!recv && VIA_DB_KIND(tok->word2) == VIA_DB_DESCLESS)
+        ext_descless_done(vi, tok);
     struct fw_xdes d = {.va = tok->desc_va, .mem_handle = tok->mem_handle};
     fw_updt(vi, &d, recv, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
 }
@@ -107,7 +109,7 @@ static void flush_queue(struct fw_vi *vi, struct via_db_queue *q, struct fw_wq *
             flush_token(vi, &wq->tok[wq->head % VIA_QUEUE_DEPTH], recv);
             wq->head++;
         }
-    } while (fw_bell_take(q, wq));
+    } while (fw_bell_take(q, wq, NULL));
 }
 
 void fw_flush(struct fw_vi *vi)
@@ -115,8 +117,11 @@ void fw_flush(struct fw_vi *vi)
     /* A message half sent or half received is completed first. */
     if (vi->tx == FW_TX_XDES)
         flush_token(vi, &vi->sq.tok[vi->sq.head % VIA_QUEUE_DEPTH], false);
-    else if (vi->tx != FW_TX_IDLE)
+    else if (vi->tx != FW_TX_IDLE) {
+        if (vi->tx_mode == FW_EXT_DESCLESS)
+            ext_descless_done(vi, &vi->sq.tok[vi->sq.head % VIA_QUEUE_DEPTH]);
         fw_updt(vi, &vi->txd, false, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
+    }
     if (vi->tx != FW_TX_IDLE) {
         vi->tx = FW_TX_IDLE;
         vi->sq.head++;

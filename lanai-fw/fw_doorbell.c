@@ -11,7 +11,7 @@
  */
 #include "fw.h"
 
-uint32_t fw_bell_take(struct via_db_queue *q, struct fw_wq *wq)
+uint32_t fw_bell_take(struct via_db_queue *q, struct fw_wq *wq, const uint64_t *ring_ns)
 {
     uint32_t cons = atomic_load_explicit(&q->cons, memory_order_relaxed);
     uint32_t prod = atomic_load_explicit(&q->prod, memory_order_acquire);
@@ -22,6 +22,7 @@ uint32_t fw_bell_take(struct via_db_queue *q, struct fw_wq *wq)
         prod = cons + VIA_DB_SLOTS;
     while (cons != prod && wq->tail - wq->head < VIA_QUEUE_DEPTH) {
         wq->tok[wq->tail % VIA_QUEUE_DEPTH] = q->tok[cons % VIA_DB_SLOTS];
+        wq->ring_ns[wq->tail % VIA_QUEUE_DEPTH] = ring_ns ? ring_ns[cons % VIA_DB_SLOTS] : 0;
         wq->tail++;
         cons++;
         n++;

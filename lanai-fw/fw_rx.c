@@ -62,7 +62,7 @@ static enum fw_rx_state rx_first(struct fw_vi *vi, const struct via_wire_hdr *h)
     if (vi->in_error)
         return FW_RX_DISCARD;
     if (vi->rq.head == vi->rq.tail)
-        fw_bell_take(&vi->db->rq, &vi->rq);
+        fw_bell_take(&vi->db->rq, &vi->rq, NULL);
     if (vi->rq.head == vi->rq.tail) {
         /* No receive posted: VIA drops the message; reliable levels also
          * break the connection (VIP_ERROR_RECVQ_EMPTY). */
@@ -122,6 +122,37 @@ static bool rx_header_ok(const struct fw_vi *vi, const struct via_wire_hdr *h)
     return true;
 }
 
+/* Paced profiles: claim the receiving LANai for this packet's stages (R3
+ * and R4 with the first fragment, R5 for its share of the data, R6 with
+ * the last) from the moment it has arrived; false while real time has not
+ * reached their end, i.e. the packet is not yet visible to the host. */
+static bool rx_due(struct fw_vi *vi, const struct via_wire_hdr *h, uint64_t tail)
+{
+    struct fw_nic *nic = vi->nic;
+    if (vi->rx_sched_for != tail + 1) {
+        const struct via_profile *p = nic->prof;
+        bool first = h->flags & VIA_PKT_FIRST, last = h->flags & VIA_PKT_LAST;
+        uint32_t n = h->msg_len;
+        double frac = n ? (double)h->frag_len / n : 1.0;
+        double c3 = first ? fw_cost_stage(p, VIA_ST_R3_RECEIVE, FW_EXT_STANDARD, n, 1) : 0;
+        double c4 = first ? fw_cost_stage(p, VIA_ST_R4_XDES, FW_EXT_STANDARD, n, 1) : 0;
+        double c5 = frac * fw_cost_stage(p, VIA_ST_R5_XDATA, FW_EXT_STANDARD, n, n ? 1 : 0);
+        double c6 = last ? fw_cost_stage(p, VIA_ST_R6_UPDT, FW_EXT_STANDARD, n, 1) : 0;
+        uint64_t dur = (uint64_t)(c3 + c4 + c5 + c6);
+        uint64_t start = fw_sched_recv(nic, h->arrive_ns ? h->arrive_ns : hal_now_ns(), dur);
+        vi->rx_release = start + dur;
+        vi->rx_sched_for = tail + 1;
+        if (first) {
+            fw_account(nic, VIA_ST_R3_RECEIVE, vi->vi_id, h->msg_seq, n, c3);
+            fw_account(nic, VIA_ST_R4_XDES, vi->vi_id, h->msg_seq, n, c4);
+        }
+        fw_account(nic, VIA_ST_R5_XDATA, vi->vi_id, h->msg_seq, h->frag_len, c5);
+        if (last)
+            fw_account(nic, VIA_ST_R6_UPDT, vi->vi_id, h->msg_seq, n, c6);
+    }
+    return fw_release_due(nic, vi->rx_release);
+}
+
 static void rx_packets(struct fw_vi *vi)
 {
     struct via_chan_dir *dir = &vi->chan->dir[1 - vi->side];
@@ -140,6 +171,8 @@ static void rx_packets(struct fw_vi *vi)
                 rx_transport_error(vi);
                 break;
             }
+            if (vi->nic->paced && !rx_due(vi, h, tail))
+                break;
             if (vi->rx == FW_RX_IDLE)
                 vi->rx = rx_first(vi, h);
             if (vi->rx == FW_RX_XDATA)
@@ -169,7 +202,7 @@ bool fw_rx_pending(const struct fw_vi *vi)
 
 void fw_rx_progress(struct fw_vi *vi)
 {
-    uint32_t took = fw_bell_take(&vi->db->rq, &vi->rq);
+    uint32_t took = fw_bell_take(&vi->db->rq, &vi->rq, NULL);
     if (took)
         FW_TRACE(vi->nic, VIA_ST_R2_BELL, vi->vi_id, vi->rx_seq, took);
     if (vi->in_error) {

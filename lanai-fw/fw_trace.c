@@ -19,7 +19,8 @@ const char *const via_stage_name[VIA_ST_NSTAGES] = {
     [VIA_ST_R6_UPDT] = "R6_Updt",
 };
 
-void fw_trace(struct fw_nic *nic, enum via_stage st, uint32_t vi, uint32_t seq, uint32_t len)
+void fw_trace(struct fw_nic *nic, enum via_stage st, uint32_t vi, uint32_t seq, uint32_t len,
+              uint32_t dur_ns)
 {
     struct via_status_page *sp = nic->st;
     uint64_t idx = atomic_fetch_add_explicit(&sp->trace_head, 1, memory_order_relaxed);
@@ -32,5 +33,6 @@ void fw_trace(struct fw_nic *nic, enum via_stage st, uint32_t vi, uint32_t seq, 
     r->t_ns = hal_now_ns();
     r->msg_seq = seq;
     r->len = len;
+    r->dur_ns = dur_ns;
     atomic_store_explicit(&r->seq_end, tag, memory_order_release);
 }

@@ -3,9 +3,14 @@
  * -> T6 Updt.
  *
  * A state machine with one helper per state; each helper returns the next
- * state, or FW_TX_BLOCKED when it must wait for the link (ring full) or, on
- * a reliable-reception VI, for the receiver's acknowledgement. Messages on a
- * VI go strictly in order, one at a time, like the Berkeley firmware.
+ * state, or FW_TX_BLOCKED when it must wait: for room on the link, for the
+ * receiver's acknowledgement (reliable reception), or, in a paced profile,
+ * for real time to reach the modelled end of T6. Messages on a VI go
+ * strictly in order, one at a time, like the Berkeley firmware.
+ *
+ * The token says how the message reached the NIC: a standard descriptor,
+ * a merged descriptor or a descriptorless message (extensions/ext_fw.c);
+ * after T3 the three travel the same way.
  */
 #include <vipl.h>
 
@@ -28,10 +33,15 @@ static bool vi_usable(const struct fw_vi *vi)
            atomic_load_explicit(&vi->chan->state, memory_order_acquire) == VIA_CHAN_OPEN;
 }
 
+static const struct via_db_token *tx_token(const struct fw_vi *vi)
+{
+    return &vi->sq.tok[vi->sq.head % VIA_QUEUE_DEPTH];
+}
+
 /* T2 Bell: take the next token; flush it if the VI cannot send. */
 static int tx_idle(struct fw_vi *vi)
 {
-    if (vi->sq.head == vi->sq.tail && !fw_bell_take(&vi->db->sq, &vi->sq))
+    if (vi->sq.head == vi->sq.tail && !fw_bell_take(&vi->db->sq, &vi->sq, vi->db_ring_ns))
         return FW_TX_BLOCKED;
     FW_TRACE(vi->nic, VIA_ST_T2_BELL, vi->vi_id, vi->tx_seq + 1, 0);
     if (!vi_usable(vi)) {
@@ -39,7 +49,10 @@ static int tx_idle(struct fw_vi *vi)
         if (!vi->in_error) {
             /* Sent on a VI that is not connected (it was, and the host
              * raced a disconnect): completes flushed, as queued ones do. */
-            struct fw_xdes d = {.va = vi->sq.tok[vi->sq.head % VIA_QUEUE_DEPTH].desc_va};
+            const struct via_db_token *tok = tx_token(vi);
+            if (VIA_DB_KIND(tok->word2) == VIA_DB_DESCLESS)
+                ext_descless_done(vi, tok);
+            struct fw_xdes d = {.va = tok->desc_va};
             fw_updt(vi, &d, false, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
             vi->sq.head++;
         } else {
@@ -50,11 +63,55 @@ static int tx_idle(struct fw_vi *vi)
     return FW_TX_XDES;
 }
 
+/* Paced profiles: claim the LANai for the whole transaction and fix the
+ * modelled time of every stage. */
+static void tx_schedule(struct fw_vi *vi)
+{
+    const struct via_profile *p = vi->nic->prof;
+    enum fw_ext_mode m = vi->tx_mode;
+    uint32_t n = vi->txd.total;
+    unsigned segs = vi->txd.segcount;
+    double c2 = fw_cost_stage(p, VIA_ST_T2_BELL, m, n, segs);
+    double c3 = fw_cost_stage(p, VIA_ST_T3_XDES, m, n, segs);
+    double c4 = fw_cost_stage(p, VIA_ST_T4_XDATA, m, n, segs);
+    double c5 = fw_cost_stage(p, VIA_ST_T5_TRANSMIT, m, n, segs);
+    double c6 = fw_cost_stage(p, VIA_ST_T6_UPDT, m, n, segs);
+    uint64_t total = (uint64_t)(c2 + c3 + c4 + c5 + c6);
+    uint64_t start = fw_sched_send(vi->nic, vi->vi_id, vi->sq.ring_ns[vi->sq.head % VIA_QUEUE_DEPTH],
+                                   total);
+    vi->tx_span_start = start + (uint64_t)(c2 + c3);
+    vi->tx_span_ns = (uint64_t)(c4 + c5);
+    vi->tx_release = start + total;
+    struct fw_nic *nic = vi->nic;
+    fw_account(nic, VIA_ST_T2_BELL, vi->vi_id, vi->tx_seq, n, c2);
+    fw_account(nic, VIA_ST_T3_XDES, vi->vi_id, vi->tx_seq, n, c3);
+    fw_account(nic, VIA_ST_T4_XDATA, vi->vi_id, vi->tx_seq, n, c4);
+    fw_account(nic, VIA_ST_T5_TRANSMIT, vi->vi_id, vi->tx_seq, n, c5);
+    fw_account(nic, VIA_ST_T6_UPDT, vi->vi_id, vi->tx_seq, n, c6);
+}
+
 /* T3 XDes: stage and validate the descriptor. */
 static int tx_xdes(struct fw_vi *vi)
 {
-    const struct via_db_token *tok = &vi->sq.tok[vi->sq.head % VIA_QUEUE_DEPTH];
-    fw_xdes_fetch(vi, tok, false, &vi->txd);
+    const struct via_db_token *tok = tx_token(vi);
+    switch (VIA_DB_KIND(tok->word2)) {
+    case VIA_DB_DESC:
+        vi->tx_mode = FW_EXT_STANDARD;
+        fw_xdes_fetch(vi, tok, false, &vi->txd);
+        break;
+    case VIA_DB_MERGED:
+        vi->tx_mode = FW_EXT_MERGED;
+        ext_xdes_fetch(vi, tok, &vi->txd);
+        break;
+    case VIA_DB_DESCLESS:
+        vi->tx_mode = FW_EXT_DESCLESS;
+        ext_xdes_fetch(vi, tok, &vi->txd);
+        break;
+    default:
+        vi->tx_mode = FW_EXT_STANDARD;
+        vi->txd = (struct fw_xdes){.va = tok->desc_va, .status = VIP_STATUS_FORMAT_ERROR};
+        break;
+    }
     FW_TRACE(vi->nic, VIA_ST_T3_XDES, vi->vi_id, vi->tx_seq + 1, vi->txd.total);
     if (vi->txd.status) {
         fw_updt(vi, &vi->txd, false, vi->txd.status, 0);
@@ -64,6 +121,8 @@ static int tx_xdes(struct fw_vi *vi)
     }
     vi->tx_seq++;
     vi->tx_off = 0;
+    if (vi->nic->paced)
+        tx_schedule(vi);
     return FW_TX_XDATA;
 }
 
@@ -82,6 +141,18 @@ static void gather(const struct fw_xdes *d, uint32_t off, uint8_t *dst, uint32_t
         len -= k;
         off = 0;
     }
+}
+
+/* Paced: when the last byte of a fragment reaches the receiving NIC. The
+ * link is cut-through, so it trails the transmission by the switch. */
+static uint64_t arrive_time(const struct fw_vi *vi, uint32_t end_off)
+{
+    if (!vi->nic->paced)
+        return 0;
+    uint32_t total = vi->txd.total;
+    double frac = total ? (double)end_off / total : 1.0;
+    return vi->tx_span_start + (uint64_t)(frac * (double)vi->tx_span_ns) +
+           (uint64_t)vi->nic->prof->switch_ns;
 }
 
 /* T4 XData + T5 Transmit, one fragment per turn until the message is out. */
@@ -109,7 +180,8 @@ static int tx_xdata(struct fw_vi *vi)
             .version = VIA_WIRE_VERSION, .type = VIA_PKT_DATA, .flags = flags,
             .src_nic = vi->nic->nic_index, .dst_nic = vi->chan->nic[1 - vi->side],
             .dst_vi = vi->peer_vi, .conn_id = vi->chan->conn_id, .msg_seq = vi->tx_seq,
-            .msg_len = d->total, .frag_off = vi->tx_off, .frag_len = frag, .imm = d->imm};
+            .msg_len = d->total, .frag_off = vi->tx_off, .frag_len = frag, .imm = d->imm,
+            .arrive_ns = arrive_time(vi, vi->tx_off + frag)};
         fw_link_publish(dir, h);
         vi->tx_off += frag;
         FW_TRACE(vi->nic, VIA_ST_T5_TRANSMIT, vi->vi_id, vi->tx_seq, frag);
@@ -119,7 +191,7 @@ static int tx_xdata(struct fw_vi *vi)
 }
 
 /* T6 Updt: the message is on the wire (or, for reliable reception, in the
- * receiver's memory): write the status. */
+ * receiver's memory): write the status, at its modelled time. */
 static int tx_updt(struct fw_vi *vi)
 {
     if (vi->reliability == VIP_SERVICE_RELIABLE_RECEPTION) {
@@ -138,6 +210,11 @@ static int tx_updt(struct fw_vi *vi)
                 return FW_TX_BLOCKED;
         }
     }
+    if (vi->nic->paced && !fw_release_due(vi->nic, vi->tx_release))
+        return FW_TX_BLOCKED;
+    const struct via_db_token *tok = tx_token(vi);
+    if (vi->tx_mode == FW_EXT_DESCLESS)
+        ext_descless_done(vi, tok);
     uint32_t status = (vi->txd.control & VIP_CONTROL_IMMEDIATE) ? VIP_STATUS_IMMEDIATE : 0;
     fw_updt(vi, &vi->txd, false, status, vi->txd.total);
     vi->sq.head++;

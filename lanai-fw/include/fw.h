@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fw_model.h"
 #include "via_abi.h"
 
 /* ---- send pipeline state machine (one message in flight per VI) ------- */
@@ -58,9 +59,11 @@ struct fw_xdes {
     } seg[VIA_MAX_SEGS];
 };
 
-/* A NIC-side work queue: tokens taken from the doorbell ring (T2/R2). */
+/* A NIC-side work queue: tokens taken from the doorbell ring (T2/R2),
+ * with the time each was rung (paced profiles find it by scanning). */
 struct fw_wq {
     struct via_db_token tok[VIA_QUEUE_DEPTH];
+    uint64_t ring_ns[VIA_QUEUE_DEPTH];
     uint32_t head, tail;    /* free-running; count = tail - head */
 };
 
@@ -86,8 +89,15 @@ struct fw_vi {
     uint32_t peer_vi;
     struct via_event_page *peer_ev;
 
+    /* host side of the doorbell: when each slot was rung (T1) */
+    uint64_t db_ring_ns[VIA_DB_SLOTS];
+
     /* send side */
     struct fw_wq sq;
+    enum fw_ext_mode tx_mode;   /* how the current message reached the NIC */
+    uint64_t tx_span_start;     /* paced: model time T4 begins */
+    uint64_t tx_span_ns;        /* paced: T4 + T5 of the whole message */
+    uint64_t tx_release;        /* paced: model time T6 ends */
     enum fw_tx_state tx;
     struct fw_xdes txd;
     uint32_t tx_off;        /* bytes of the current message transmitted */
@@ -99,6 +109,13 @@ struct fw_vi {
     struct fw_xdes rxd;
     uint32_t rx_seq;        /* sequence of the message being received */
     uint32_t rx_got;        /* bytes placed so far */
+    uint64_t rx_sched_for;      /* paced: tail offset + 1 of the scheduled packet */
+    uint64_t rx_release;        /* paced: model time its last stage ends */
+
+    /* short-message extensions chosen for this VI (extensions/) */
+    enum fw_ext_mode ext_mode;
+    uint32_t ext_max;
+    uint32_t descless_next;     /* next SRAM slot the host fills */
 
     /* The NIC's own view of the error state. The doorbell page's state word
      * is a mirror for vipctl, which vipd also writes; never trust it here. */
@@ -115,6 +132,10 @@ struct fw_nic {
     const struct via_tpt_entry *tpt; /* read-only view of the TPT */
     struct via_event_page *ev;       /* our event page */
     struct via_status_page *st;      /* counters and trace */
+    struct via_nic_page *np;         /* profile and modelled resources */
+    const struct via_profile *prof;  /* &np->prof */
+    bool paced;
+    uint64_t next_release;           /* paced: earliest held effect, 0 = none */
     void *host;                      /* owner context passed to the HAL */
 };
 
@@ -137,8 +158,9 @@ bool fw_rx_pending(const struct fw_vi *vi);
 void fw_link_check(struct fw_vi *vi);
 
 /* ---- stage helpers shared by fw_tx.c and fw_rx.c ----------------------------- */
-/* T2/R2 Bell: move tokens from the doorbell ring into the NIC work queue. */
-uint32_t fw_bell_take(struct via_db_queue *q, struct fw_wq *wq);
+/* T2/R2 Bell: move tokens from the doorbell ring into the NIC work queue;
+ * ring_ns (may be NULL) gives the time each doorbell slot was rung. */
+uint32_t fw_bell_take(struct via_db_queue *q, struct fw_wq *wq, const uint64_t *ring_ns);
 /* T3/R4 XDes: fetch the descriptor named by a token and validate it. */
 void fw_xdes_fetch(struct fw_vi *vi, const struct via_db_token *tok, bool recv,
                    struct fw_xdes *d);
@@ -154,16 +176,36 @@ void fw_vi_error(struct fw_vi *vi, uint32_t code, uint64_t desc_va);
 /* Wake a sleeper of an event page if it asked to be woken. */
 void fw_notify(struct via_event_page *ev, uint32_t vi_id);
 
+/* ---- paced profiles: the real-time scheduler (fw_sched.c) ---------------------- */
+/* Claim the LANai for `dur` ns from the first moment >= ready it is free;
+ * returns the start. A send's doorbell is found by the linear scan first. */
+uint64_t fw_sched_send(struct fw_nic *nic, uint32_t vi_id, uint64_t ring_ns, uint64_t dur);
+uint64_t fw_sched_recv(struct fw_nic *nic, uint64_t arrive_ns, uint64_t dur);
+/* Hold a host-visible effect until real time reaches t; false while held. */
+bool fw_release_due(struct fw_nic *nic, uint64_t t);
+/* Busy-wait until real time t: host costs charged to the calling thread. */
+void fw_spin_until(uint64_t t);
+/* Add a stage's modelled time to the NIC's totals and the trace. */
+void fw_account(struct fw_nic *nic, enum via_stage st, uint32_t vi, uint32_t seq,
+                uint32_t len, double dur_ns);
+
+/* ---- extensions (extensions/ext_fw.c) ------------------------------------------ */
+/* T3 for DESCLESS and MERGED tokens; same contract as fw_xdes_fetch. */
+void ext_xdes_fetch(struct fw_vi *vi, const struct via_db_token *tok, struct fw_xdes *d);
+/* After T5 of a DESCLESS message: the NIC clears its SRAM slot. */
+void ext_descless_done(struct fw_vi *vi, const struct via_db_token *tok);
+
 /* ---- trace ------------------------------------------------------------------ */
-void fw_trace(struct fw_nic *nic, enum via_stage st, uint32_t vi, uint32_t seq, uint32_t len);
+void fw_trace(struct fw_nic *nic, enum via_stage st, uint32_t vi, uint32_t seq, uint32_t len,
+              uint32_t dur_ns);
 static inline bool fw_tracing(const struct fw_nic *nic)
 {
     return atomic_load_explicit(&nic->st->trace_on, memory_order_relaxed) != 0;
 }
 #define FW_TRACE(nic, st, vi, seq, len)                                              \
     do {                                                                             \
-        if (fw_tracing(nic))                                                         \
-            fw_trace((nic), (st), (vi), (seq), (len));                               \
+        if (!(nic)->paced && fw_tracing(nic))                                        \
+            fw_trace((nic), (st), (vi), (seq), (len), 0);                            \
     } while (0)
 
 /* Single-writer counter bump: no locked instruction on the fast path. */

@@ -48,6 +48,7 @@ struct vip_nic {
     void *tpt_map;
     struct via_event_page *ev;
     struct via_status_page *st;
+    struct via_nic_page *np;
 
     pthread_mutex_t lock;        /* vis[], ptags, error callback */
     struct vip_vi *vis[VIA_MAX_VI];
@@ -83,6 +84,7 @@ struct vip_vi {
     struct via_vi_page *db;
     struct via_chan *chan;
     struct via_event_page *peer_ev;
+    struct ext_merged *merged;   /* staging of the merged extension, lazily */
 };
 
 struct vip_conn {
@@ -138,6 +140,13 @@ void vipl_vi_attach_channel(struct vip_vi *vi, const struct via_ctl_conn_done_r 
 void vipl_vi_detach_channel(struct vip_vi *vi);
 void vipl_attr_to_wire(const VIP_VI_ATTRIBUTES *a, struct via_vi_attr *w);
 void vipl_attr_from_wire(struct vip_nic *n, const struct via_vi_attr *w, VIP_VI_ATTRIBUTES *a);
+
+/* ---- extensions/ext_host.c ------------------------------------------------------- */
+/* Choose how a send reaches the NIC and build its doorbell token. */
+enum fw_ext_mode ext_prepare_send(struct vip_vi *vi, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh,
+                                  struct via_db_token *tok, uint32_t *bytes);
+void ext_vi_init(struct vip_vi *vi);
+void ext_vi_fini(struct vip_vi *vi);
 
 /* ---- vipl_wait.c: progress, completion and waiting ----------------------------------- */
 /* Deliver an asynchronous error the NIC left on the VI (call unlocked). */

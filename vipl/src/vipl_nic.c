@@ -95,12 +95,13 @@ VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle)
         fclose(f);
     }
     struct via_ctl_hello_r r;
-    int fds[3], nfds = 3;
+    int fds[4], nfds = 4;
     VIP_RETURN rc = vipl_call(n, VIA_CTL_HELLO, &h, sizeof h, &r, sizeof r, fds, &nfds);
-    if (rc == VIP_SUCCESS && nfds != 3) {
+    if (rc == VIP_SUCCESS && nfds != 4) {
         for (int i = 0; i < nfds; i++)
             close(fds[i]);
-        rc = vipl_fail(VIP_ERROR_RESOURCE, "vipd sent %d shared objects, expected 3", nfds);
+        rc = vipl_fail(VIP_ERROR_RESOURCE,
+                       "vipd sent %d shared objects, expected 4 (is it an older vipd?)", nfds);
     }
     if (rc != VIP_SUCCESS)
         goto fail;
@@ -109,7 +110,8 @@ VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle)
     n->tpt_map = vipl_map_fd(fds[0], VIA_TPT_BYTES, PROT_READ);
     n->ev = vipl_map_fd(fds[1], sizeof *n->ev, PROT_READ | PROT_WRITE);
     n->st = vipl_map_fd(fds[2], sizeof *n->st, PROT_READ | PROT_WRITE);
-    if (!n->tpt_map || !n->ev || !n->st) {
+    n->np = vipl_map_fd(fds[3], sizeof *n->np, PROT_READ | PROT_WRITE);
+    if (!n->tpt_map || !n->ev || !n->st || !n->np) {
         rc = vipl_fail(VIP_ERROR_RESOURCE, "cannot map the NIC's shared pages: %s",
                        strerror(errno));
         goto fail;
@@ -118,7 +120,8 @@ VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle)
     if (rc != VIP_SUCCESS)
         goto fail;
     n->fw = (struct fw_nic){.nic_index = (uint16_t)idx, .tpt = n->tpt_map, .ev = n->ev,
-                            .st = n->st, .host = n};
+                            .st = n->st, .np = n->np, .prof = &n->np->prof,
+                            .paced = n->np->prof.paced != 0, .host = n};
     n->err_handler = default_error_handler;
     n->magic = VIPL_MAGIC_NIC;
     *NicHandle = n;
@@ -130,6 +133,8 @@ fail:
         munmap(n->ev, sizeof *n->ev);
     if (n->st)
         munmap(n->st, sizeof *n->st);
+    if (n->np)
+        munmap(n->np, sizeof *n->np);
     close(n->sock);
     free(n);
     return rc;
@@ -155,6 +160,7 @@ VIP_RETURN VipCloseNic(VIP_NIC_HANDLE NicHandle)
     munmap(n->tpt_map, VIA_TPT_BYTES);
     munmap(n->ev, sizeof *n->ev);
     munmap(n->st, sizeof *n->st);
+    munmap(n->np, sizeof *n->np);
     for (struct vip_ptag *p = n->ptags, *next; p; p = next) {
         next = p->next;
         p->magic = VIPL_DEAD;

@@ -2,23 +2,38 @@
  * vipl_post.c - Build and Ring: posting descriptors.
  *
  * VipPostSend/VipPostRecv record the descriptor in the host's queue, clear
- * its status, and ring the VI's doorbell (T1/R1): a token with the
- * descriptor's address and memory handle goes into the doorbell page. In
- * the native profile the doorbell is "hardware": ringing the send doorbell
- * points the NIC at this VI at once (fw_tx_doorbell), with no scan.
+ * its status, and ring the VI's doorbell (T1/R1): a token naming the
+ * descriptor goes into the doorbell page. A paced profile charges the host
+ * side of that (building the descriptor, the programmed-I/O writes of the
+ * token) to the calling thread, since that is send overhead. In the native
+ * profile the doorbell is "hardware": ringing the send doorbell points the
+ * NIC at this VI at once (fw_tx_doorbell), with no scan.
  */
+#include "fw_hal.h"
 #include "vipl_int.h"
 
 /* T1/R1 Ring: one token into the VI's doorbell ring. */
-static void ring_doorbell(struct via_db_queue *q, struct fw_wq *wq, VIP_DESCRIPTOR *d,
-                          VIP_MEM_HANDLE mh)
+static void ring_doorbell(struct vip_vi *vi, struct via_db_queue *q, struct fw_wq *wq,
+                          const struct via_db_token *tok, uint64_t *ring_ns)
 {
     uint32_t prod = atomic_load_explicit(&q->prod, memory_order_relaxed);
     if (prod - atomic_load_explicit(&q->cons, memory_order_acquire) >= VIA_DB_SLOTS)
-        fw_bell_take(q, wq); /* our NIC takes tokens whenever asked */
-    q->tok[prod % VIA_DB_SLOTS] = (struct via_db_token){
-        .desc_va = (uintptr_t)d, .mem_handle = mh, .word2 = VIA_DB_WORD2(VIA_DB_DESC, 0)};
+        fw_bell_take(q, wq, ring_ns); /* our NIC takes tokens whenever asked */
+    q->tok[prod % VIA_DB_SLOTS] = *tok;
+    if (ring_ns)
+        ring_ns[prod % VIA_DB_SLOTS] = vi->nic->fw.paced ? hal_now_ns() : 0;
     atomic_store_explicit(&q->prod, prod + 1, memory_order_release);
+}
+
+/* Host costs of a paced profile: the caller's thread is busy for them. */
+static void charge_host(struct vip_vi *vi, enum via_stage st, enum fw_ext_mode m, uint32_t n)
+{
+    struct fw_nic *nic = &vi->nic->fw;
+    if (!nic->paced)
+        return;
+    double c = fw_cost_post(nic->prof, m, n);
+    fw_spin_until(hal_now_ns() + (uint64_t)c);
+    fw_account(nic, st, vi->fw.vi_id, st == VIA_ST_T1_RING ? vi->fw.tx_seq + 1 : 0, n, c);
 }
 
 static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bool recv)
@@ -46,13 +61,22 @@ static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bo
     __atomic_store_n(&d->CS.Status, 0, __ATOMIC_RELAXED);
     struct via_vi_counters *c = &vi->db->cnt;
     if (recv) {
+        struct via_db_token tok = {.desc_va = (uintptr_t)d, .mem_handle = mh,
+                                   .word2 = VIA_DB_WORD2(VIA_DB_DESC, 0, 0)};
+        charge_host(vi, VIA_ST_R1_RING, FW_EXT_STANDARD, 0);
         fw_count(&c->rq_posted, 1);
-        ring_doorbell(&vi->db->rq, &vi->fw.rq, d, mh);
+        ring_doorbell(vi, &vi->db->rq, &vi->fw.rq, &tok, NULL);
         FW_TRACE(&vi->nic->fw, VIA_ST_R1_RING, vi->fw.vi_id, 0, 0);
     } else {
+        struct via_db_token tok;
+        uint32_t n = 0;
+        enum fw_ext_mode m = ext_prepare_send(vi, d, mh, &tok, &n);
+        charge_host(vi, VIA_ST_T1_RING, m, n);
         fw_count(&c->sq_posted, 1);
-        ring_doorbell(&vi->db->sq, &vi->fw.sq, d, mh);
-        FW_TRACE(&vi->nic->fw, VIA_ST_T1_RING, vi->fw.vi_id, vi->fw.tx_seq + 1, 0);
+        ring_doorbell(vi, &vi->db->sq, &vi->fw.sq, &tok, vi->fw.db_ring_ns);
+        FW_TRACE(&vi->nic->fw, VIA_ST_T1_RING, vi->fw.vi_id, vi->fw.tx_seq + 1, n);
+        /* The NIC code runs now; in a scanning profile the time the scan
+         * takes to find this doorbell is part of the model (fw_sched.c). */
         fw_tx_doorbell(&vi->fw);
     }
     bool err = vi->fw.err_pending;

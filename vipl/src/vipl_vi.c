@@ -88,6 +88,7 @@ VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES *ViAttribs,
     if (rcq)
         atomic_fetch_add(&rcq->nvis, 1);
     vi->magic = VIPL_MAGIC_VI;
+    ext_vi_init(vi);
     pthread_mutex_lock(&n->lock);
     n->vis[r.vi_id] = vi;
     pthread_mutex_unlock(&n->lock);
@@ -138,6 +139,7 @@ VIP_RETURN VipDestroyVi(VIP_VI_HANDLE ViHandle)
         return rc;
     if (vi->chan)
         vipl_vi_detach_channel(vi);
+    ext_vi_fini(vi);
     pthread_mutex_lock(&n->lock);
     n->vis[vi->fw.vi_id] = NULL;
     pthread_mutex_unlock(&n->lock);
