@@ -66,7 +66,7 @@ __attribute__((format(printf, 1, 2), noreturn)) static void bu_die(const char *f
     } while (0)
 
 /* Names of the status bits of a failed descriptor, for messages. */
-static const char *bu_status_str(VIP_UINT32 st)
+static inline const char *bu_status_str(VIP_UINT32 st)
 {
     static char buf[160];
     static const struct { VIP_UINT32 bit; const char *name; } bits[] = {
@@ -83,7 +83,7 @@ static const char *bu_status_str(VIP_UINT32 st)
 }
 
 /* A completed descriptor must carry DONE and no error bit. */
-static void bu_check_desc(const VIP_DESCRIPTOR *d, const char *what)
+static inline void bu_check_desc(const VIP_DESCRIPTOR *d, const char *what)
 {
     VIP_UINT32 st = d->CS.Status;
     if (!(st & VIP_STATUS_DONE) || (st & VIP_STATUS_ERROR_MASK))
@@ -94,7 +94,7 @@ static void bu_check_desc(const VIP_DESCRIPTOR *d, const char *what)
 /* ---- option values ----------------------------------------------------------------- */
 
 /* A byte count: decimal, with an optional K/M/G (binary) suffix. */
-static uint64_t bu_parse_size(const char *s, const char *opt)
+static inline uint64_t bu_parse_size(const char *s, const char *opt)
 {
     char *end;
     errno = 0;
@@ -115,7 +115,7 @@ static uint64_t bu_parse_size(const char *s, const char *opt)
 }
 
 /* A plain count in [lo, hi]. */
-static uint64_t bu_parse_count(const char *s, const char *opt, uint64_t lo, uint64_t hi)
+static inline uint64_t bu_parse_count(const char *s, const char *opt, uint64_t lo, uint64_t hi)
 {
     char *end;
     errno = 0;
@@ -125,7 +125,7 @@ static uint64_t bu_parse_count(const char *s, const char *opt, uint64_t lo, uint
     return v;
 }
 
-static VIP_RELIABILITY_LEVEL bu_parse_reliability(const char *s)
+static inline VIP_RELIABILITY_LEVEL bu_parse_reliability(const char *s)
 {
     if (strcmp(s, "unreliable") == 0)
         return VIP_SERVICE_UNRELIABLE;
@@ -136,7 +136,7 @@ static VIP_RELIABILITY_LEVEL bu_parse_reliability(const char *s)
     bu_die("--reliability: '%s' is not unreliable, delivery or reception", s);
 }
 
-static const char *bu_reliability_name(VIP_RELIABILITY_LEVEL r)
+static inline const char *bu_reliability_name(VIP_RELIABILITY_LEVEL r)
 {
     return r == VIP_SERVICE_UNRELIABLE ? "unreliable"
            : r == VIP_SERVICE_RELIABLE_RECEPTION ? "reliable reception"
@@ -156,7 +156,7 @@ struct bu_stats {
     double min, median, p90, p99, max, avg;
 };
 
-static int bu_cmp_double(const void *a, const void *b)
+static inline int bu_cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -164,14 +164,14 @@ static int bu_cmp_double(const void *a, const void *b)
 
 /* Nearest-rank percentile of sorted v[0..n): the smallest value with at
  * least p of the samples at or below it. */
-static double bu_percentile(const double *v, size_t n, double p)
+static inline double bu_percentile(const double *v, size_t n, double p)
 {
     size_t k = (size_t)(p * (double)n + 0.999999);
     return v[k == 0 ? 0 : (k > n ? n : k) - 1];
 }
 
 /* Sorts v in place. */
-static struct bu_stats bu_stats_of(double *v, size_t n)
+static inline struct bu_stats bu_stats_of(double *v, size_t n)
 {
     struct bu_stats s = {0};
     if (n == 0)
@@ -208,9 +208,37 @@ struct bu_ep {
     size_t nidle;
     struct bu_region reg[8];
     size_t nreg;
+    volatile int closing; /* errors from here on are the peer leaving */
 };
 
-static void bu_open(struct bu_ep *ep, const char *dev, VIP_RELIABILITY_LEVEL rel)
+/* The NIC's asynchronous error report (connection lost, a message with no
+ * receive posted, ...): say so at once; the descriptors that complete in
+ * error then stop the program with their status. */
+static inline void bu_on_vi_error(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e)
+{
+    static const char *const what[] = {
+        [VIP_ERROR_POST_DESC] = "a posted descriptor was in error",
+        [VIP_ERROR_CONN_LOST] = "the connection was lost",
+        [VIP_ERROR_RECVQ_EMPTY] = "a message arrived with no receive posted",
+        [VIP_ERROR_VI_OVERRUN] = "VI overrun",
+        [VIP_ERROR_RDMAW_PROT] = "RDMA write protection",
+        [VIP_ERROR_RDMAW_DATA] = "RDMA write data",
+        [VIP_ERROR_RDMAW_ABORT] = "RDMA write aborted",
+        [VIP_ERROR_RDMAR_PROT] = "RDMA read protection",
+        [VIP_ERROR_COMP_PROT] = "completion protection",
+        [VIP_ERROR_RDMA_TRANSPORT] = "RDMA transport",
+        [VIP_ERROR_CATASTROPHIC] = "catastrophic",
+    };
+    const struct bu_ep *ep = ctx;
+    if (ep->closing)
+        return;
+    unsigned c = (unsigned)e->ErrorCode;
+    fprintf(stderr, "%s%s%s%s: VI error reported by the NIC: %s\n", bu_prog,
+            *bu_role ? " (" : "", bu_role, *bu_role ? ")" : "",
+            c < sizeof what / sizeof what[0] && what[c] ? what[c] : "unknown error");
+}
+
+static inline void bu_open(struct bu_ep *ep, const char *dev, VIP_RELIABILITY_LEVEL rel)
 {
     memset(ep, 0, sizeof *ep);
     ep->dev = dev;
@@ -219,11 +247,12 @@ static void bu_open(struct bu_ep *ep, const char *dev, VIP_RELIABILITY_LEVEL rel
     if (rc != VIP_SUCCESS)
         bu_die("VipOpenNic(\"%s\") failed: %s: %s", dev, vip_strerror(rc), vip_last_error());
     BU_CHECK(VipQueryNic(ep->nic, &ep->attrs));
+    BU_CHECK(VipErrorCallback(ep->nic, ep, bu_on_vi_error));
     BU_CHECK(VipCreatePtag(ep->nic, &ep->ptag));
 }
 
 /* Page-aligned, zeroed, registered memory (descriptors and buffers alike). */
-static void *bu_alloc(struct bu_ep *ep, size_t len, VIP_MEM_HANDLE *mh)
+static inline void *bu_alloc(struct bu_ep *ep, size_t len, VIP_MEM_HANDLE *mh)
 {
     if (ep->nreg == sizeof ep->reg / sizeof ep->reg[0])
         bu_die("internal: too many regions");
@@ -240,7 +269,7 @@ static void *bu_alloc(struct bu_ep *ep, size_t len, VIP_MEM_HANDLE *mh)
     return p;
 }
 
-static VIP_VI_HANDLE bu_create_vi(struct bu_ep *ep)
+static inline VIP_VI_HANDLE bu_create_vi(struct bu_ep *ep)
 {
     VIP_VI_ATTRIBUTES va = {.ReliabilityLevel = ep->rel,
                             .MaxTransferSize = ep->attrs.MaxTransferSize,
@@ -252,7 +281,7 @@ static VIP_VI_HANDLE bu_create_vi(struct bu_ep *ep)
 }
 
 /* --vis N: N more VIs on the NIC, created and never used. */
-static void bu_open_idle_vis(struct bu_ep *ep, size_t n)
+static inline void bu_open_idle_vis(struct bu_ep *ep, size_t n)
 {
     if (!n)
         return;
@@ -265,7 +294,7 @@ static void bu_open_idle_vis(struct bu_ep *ep, size_t n)
 
 /* A VIP_NET_ADDRESS with room for this NIC's host address and our
  * discriminator. */
-static VIP_NET_ADDRESS *bu_addr_new(const struct bu_ep *ep)
+static inline VIP_NET_ADDRESS *bu_addr_new(const struct bu_ep *ep)
 {
     size_t host = ep->attrs.NicAddressLen, disc = ep->attrs.MaxDiscriminatorLen;
     VIP_NET_ADDRESS *a = calloc(1, sizeof *a + host + (disc > BU_DISC_LEN ? disc : BU_DISC_LEN));
@@ -274,7 +303,7 @@ static VIP_NET_ADDRESS *bu_addr_new(const struct bu_ep *ep)
     return a;
 }
 
-static void bu_addr_set_disc(VIP_NET_ADDRESS *a, uint64_t disc)
+static inline void bu_addr_set_disc(VIP_NET_ADDRESS *a, uint64_t disc)
 {
     a->DiscriminatorLen = BU_DISC_LEN;
     memcpy(a->HostAddress + a->HostAddressLen, &disc, BU_DISC_LEN);
@@ -287,7 +316,7 @@ static void bu_addr_set_disc(VIP_NET_ADDRESS *a, uint64_t disc)
  * the caller wants in place before the peer may send must be posted before
  * this call (VIA allows posting receives on an unconnected VI).
  */
-static void bu_connect(struct bu_ep *ep, bool server, const char *peer, uint64_t disc)
+static inline void bu_connect(struct bu_ep *ep, bool server, const char *peer, uint64_t disc)
 {
     if (ep->attrs.MaxDiscriminatorLen < BU_DISC_LEN)
         bu_die("NIC %s allows %u-byte discriminators; %u needed", ep->dev,
@@ -318,8 +347,9 @@ static void bu_connect(struct bu_ep *ep, bool server, const char *peer, uint64_t
 }
 
 /* Tear down in the VIA order: disconnect, destroy VIs, deregister, ptag, NIC. */
-static void bu_close(struct bu_ep *ep)
+static inline void bu_close(struct bu_ep *ep)
 {
+    ep->closing = 1;
     if (ep->vi) {
         VIP_RETURN rc = VipDisconnect(ep->vi);
         if (rc != VIP_SUCCESS && rc != VIP_INVALID_STATE)
@@ -341,7 +371,7 @@ static void bu_close(struct bu_ep *ep)
 /* ---- descriptors --------------------------------------------------------------------- */
 
 /* One-segment send/receive descriptor over buf[0..len) (no segment if len 0). */
-static void bu_desc_init(VIP_DESCRIPTOR *d, void *buf, VIP_MEM_HANDLE mh, uint32_t len)
+static inline void bu_desc_init(VIP_DESCRIPTOR *d, void *buf, VIP_MEM_HANDLE mh, uint32_t len)
 {
     memset(d, 0, sizeof *d);
     d->CS.Control = VIP_CONTROL_OP_SENDRECV;
@@ -356,7 +386,7 @@ static void bu_desc_init(VIP_DESCRIPTOR *d, void *buf, VIP_MEM_HANDLE mh, uint32
 /* ---- the two processes ------------------------------------------------------------- */
 
 /* A discriminator nobody else on this vipd uses: program tag + our pid. */
-static uint64_t bu_discriminator(uint32_t tag)
+static inline uint64_t bu_discriminator(uint32_t tag)
 {
     return (uint64_t)tag << 32 | (uint32_t)getpid();
 }
@@ -365,7 +395,7 @@ static volatile sig_atomic_t bu_child_done; /* the server exited with status 0 *
 
 /* The server failing ends the client at once (with the server's message
  * already on stderr) instead of leaving it waiting for a peer that is gone. */
-static void bu_on_sigchld(int sig)
+static inline void bu_on_sigchld(int sig)
 {
     (void)sig;
     int saved = errno, st;
@@ -387,7 +417,7 @@ static void bu_on_sigchld(int sig)
  * error). Each process opens the NIC itself after this; no VIPL object
  * crosses the fork. Returns in the parent, which is then the client.
  */
-static void bu_fork_server(void (*server)(void *), void *arg)
+static inline void bu_fork_server(void (*server)(void *), void *arg)
 {
     sigset_t block, old;
     sigemptyset(&block);
@@ -417,7 +447,7 @@ static void bu_fork_server(void (*server)(void *), void *arg)
 }
 
 /* The client is done: wait for the server to finish cleanly. */
-static void bu_wait_server(void)
+static inline void bu_wait_server(void)
 {
     sigset_t block, old;
     sigemptyset(&block);
@@ -430,7 +460,7 @@ static void bu_wait_server(void)
 }
 
 /* Sizes of a run: one, or the powers of two from BU_MIN_SIZE to max. */
-static size_t bu_sizes(bool all, uint32_t one, uint32_t max, uint32_t *out, size_t cap)
+static inline size_t bu_sizes(bool all, uint32_t one, uint32_t max, uint32_t *out, size_t cap)
 {
     size_t n = 0;
     if (!all) {

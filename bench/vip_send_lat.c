@@ -118,7 +118,6 @@ static void recv_one(struct end *e, uint32_t size, uint64_t seq)
             bu_die("message %" PRIu64 " of %u bytes: payload carries %u/%u, expected %u", seq,
                    size, p[0], p[size - 1], tag);
     }
-    d->CS.Length = e->max;
     BU_CHECK(VipPostRecv(e->ep.vi, d, e->dmh));
     e->rhead++;
 }
@@ -152,7 +151,7 @@ static void reap_send(struct end *e)
 static void server(void *arg)
 {
     const struct opts *o = arg;
-    struct end e;
+    struct end e = {0};
     end_setup(&e, o, true);
     for (size_t k = 0; k < o->nsizes; k++) {
         uint32_t size = o->sizes[k];
@@ -212,7 +211,7 @@ static void client(const struct opts *o)
     if (!t || !lat)
         bu_die("out of memory for %" PRIu64 " samples", most);
 
-    struct end e;
+    struct end e = {0};
     end_setup(&e, o, false);
     print_header(o);
     for (size_t k = 0; k < o->nsizes; k++) {

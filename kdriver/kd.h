@@ -80,6 +80,11 @@ struct kd_vi {
 struct kd_nic {
     unsigned index;
     uint8_t addr[VIA_NIC_ADDR_LEN];
+    /* vipd's private copy of the profile: the NIC page is client-writable,
+     * so names and numbers vipd reports come from here, never from page. */
+    struct via_profile prof;
+    struct via_nic_page *page; /* vipd's mapping of the NIC page */
+    int page_fd;               /* kept open: handed to every session (HELLO) */
     struct kd_vi *vi[VIA_MAX_VI];
     unsigned nvis;
     /* Counters of destroyed VIs, so NIC totals survive their programs. */
@@ -159,7 +164,6 @@ struct kd_state {
     struct kd_nic nic[VIA_MAX_NICS];
     uint32_t host_id;
     char hostname[256];
-    const char *profile;
     bool trace_on;
     bool stop;
     uint32_t next_session_id, next_conn_id;
@@ -223,8 +227,16 @@ kd_handler_fn kd_op_list_nics, kd_op_list_vis, kd_op_list_mem, kd_op_trace, kd_o
     kd_op_ping;
 
 /* ---- NICs (kd_nic.c) ------------------------------------------------------------ */
-void kd_nic_init(unsigned nnics);
+/* Set up nnics NICs: addresses, profile profiles[i] (a name looked up in
+ * dir, or a path) and the NIC page. false with a message on stderr. */
+bool kd_nic_init(unsigned nnics, const char *const *profiles, const char *dir);
+void kd_nic_fini(void); /* unmap and close the NIC pages */
 void kd_nic_addr(unsigned index, uint8_t out[VIA_NIC_ADDR_LEN]);
+/* Recompute the NIC page's scan_slots after a VI came or went. */
+void kd_nic_scan_update(struct kd_nic *nic);
+/* A session of process pid on nic has ended (and left kd.sessions): free
+ * the NIC lock if pid held it; reset the modelled clocks if nobody is left. */
+void kd_nic_session_gone(struct kd_nic *nic, pid_t pid);
 
 /* ---- memory (kd_mem.c) ------------------------------------------------------------ */
 bool kd_ptag_owned(const struct kd_session *s, uint32_t ptag);

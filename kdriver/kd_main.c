@@ -74,7 +74,15 @@ static void usage(FILE *f)
             "  -n, --nics N           number of NICs via0..via{N-1} (1..%u, default 1)\n"
             "  -s, --socket PATH      control socket (default: $VIPD_SOCKET, else\n"
             "                         $XDG_RUNTIME_DIR/vipd/vipd.sock, else /tmp/vipd-UID/vipd.sock)\n"
-            "      --profile NAME     NIC timing profile (only \"native\" exists)\n"
+            "      --profile NAME     timing profile of every NIC: native (default), sbus,\n"
+            "                         pci, or a path to a .conf file (default: $VIP_PROFILE,\n"
+            "                         else native)\n"
+            "      --profile viaN=NAME  profile of NIC viaN only (repeatable; a later\n"
+            "                         option overrides an earlier one for its NICs)\n"
+            "      --profile-dir DIR  where NAME.conf is found (default: $VIP_PROFILE_DIR,\n"
+            "                         else the first existing of EXE/../share/vipl/profiles,\n"
+            "                         EXE/../../lanai-fw/profiles, /usr/local/share/vipl/profiles,\n"
+            "                         /usr/share/vipl/profiles; EXE = vipd's directory)\n"
             "  -l, --log-level LEVEL  error|warn|info|debug (default info)\n"
             "  -v                     same as --log-level debug\n"
             "  -q                     same as --log-level error\n"
@@ -219,6 +227,73 @@ static void raise_fd_limit(void)
     }
 }
 
+/* The profile directory when neither --profile-dir nor $VIP_PROFILE_DIR
+ * names one: installed beside vipd, the build tree, then system paths.
+ * NULL when none exists. */
+static const char *find_profile_dir(char *buf, size_t cap)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    char cand[4][PATH_MAX + 32];
+    int nc = 0;
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(cand[nc++], sizeof cand[0], "%s/../share/vipl/profiles", exe);
+            snprintf(cand[nc++], sizeof cand[0], "%s/../../lanai-fw/profiles", exe);
+        }
+    }
+    snprintf(cand[nc++], sizeof cand[0], "/usr/local/share/vipl/profiles");
+    snprintf(cand[nc++], sizeof cand[0], "/usr/share/vipl/profiles");
+    for (int i = 0; i < nc; i++) {
+        struct stat st;
+        if (stat(cand[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+            snprintf(buf, cap, "%s", cand[i]);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+/* --profile NAME (every NIC) or --profile viaN=NAME (one NIC: *named =
+ * max(*named, N + 1)). */
+static bool parse_profile_opt(const char *arg, const char *names[VIA_MAX_NICS],
+                              unsigned long *named)
+{
+    const char *eq = strchr(arg, '=');
+    if (strncmp(arg, "via", 3) == 0 && eq && eq > arg + 3) {
+        unsigned long idx;
+        char num[16];
+        size_t len = (size_t)(eq - arg - 3);
+        if (len >= sizeof num)
+            len = sizeof num - 1;
+        memcpy(num, arg + 3, len);
+        num[len] = 0;
+        if (!parse_uint(num, VIA_MAX_NICS - 1, &idx)) {
+            fprintf(stderr, "vipd: --profile %s: no NIC via%s (via0..via%u)\n", arg, num,
+                    VIA_MAX_NICS - 1);
+            return false;
+        }
+        if (!eq[1]) {
+            fprintf(stderr, "vipd: --profile %s: no profile name after '='\n", arg);
+            return false;
+        }
+        names[idx] = eq + 1;
+        if (idx + 1 > *named)
+            *named = idx + 1;
+        return true;
+    }
+    if (!*arg) {
+        fprintf(stderr, "vipd: --profile wants a profile name, not an empty string\n");
+        return false;
+    }
+    for (unsigned i = 0; i < VIA_MAX_NICS; i++)
+        names[i] = arg;
+    return true;
+}
+
 static void accept_clients(int lsock)
 {
     for (;;) {
@@ -320,12 +395,15 @@ int main(int argc, char **argv)
         {"socket", required_argument, NULL, 's'}, {"profile", required_argument, NULL, 'P'},
         {"log-level", required_argument, NULL, 'l'}, {"idle-exit", required_argument, NULL, 'I'},
         {"autostart", no_argument, NULL, 'A'},   {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+        {"profile-dir", required_argument, NULL, 'D'}, {NULL, 0, NULL, 0}};
     bool foreground = false, autostart = false;
     unsigned long nnics = 1, idle = 0;
     bool idle_set = false;
     char sockpath[512] = "";
-    const char *profile = "native";
+    /* Per NIC; a NIC no --profile names gets the default (NULL here). */
+    const char *profiles[VIA_MAX_NICS] = {NULL};
+    unsigned long named_max = 0; /* highest NIC index a viaN= option named, + 1 */
+    const char *profile_dir = NULL;
     int c;
     while ((c = getopt_long(argc, argv, "fn:s:l:vqh", opts, NULL)) != -1) {
         switch (c) {
@@ -347,12 +425,15 @@ int main(int argc, char **argv)
             snprintf(sockpath, sizeof sockpath, "%s", optarg);
             break;
         case 'P':
-            if (strcmp(optarg, "native") != 0) {
-                fprintf(stderr, "vipd: unknown profile '%s' (only \"native\" exists yet)\n",
-                        optarg);
+            if (!parse_profile_opt(optarg, profiles, &named_max))
+                return 1;
+            break;
+        case 'D':
+            if (!*optarg) {
+                fprintf(stderr, "vipd: --profile-dir wants a directory\n");
                 return 1;
             }
-            profile = "native";
+            profile_dir = optarg;
             break;
         case 'l': {
             int lv = parse_level(optarg);
@@ -394,6 +475,38 @@ int main(int argc, char **argv)
         usage(stderr);
         return 1;
     }
+    if (named_max > nnics) {
+        fprintf(stderr, "vipd: --profile names via%lu, but there %s only %lu NIC%s (see -n)\n",
+                named_max - 1, nnics == 1 ? "is" : "are", nnics, nnics == 1 ? "" : "s");
+        return 1;
+    }
+    /* Profiles are read before the lock and the socket: a bad one is an
+     * error the caller (or the autostarting library) sees as our exit status. */
+    const char *def = getenv("VIP_PROFILE");
+    if (!def || !*def)
+        def = "native";
+    bool need_dir = false;
+    for (unsigned i = 0; i < nnics; i++) {
+        if (!profiles[i])
+            profiles[i] = def;
+        if (!strchr(profiles[i], '/'))
+            need_dir = true;
+    }
+    char dirbuf[PATH_MAX + 32];
+    if (!profile_dir) {
+        const char *e = getenv("VIP_PROFILE_DIR");
+        profile_dir = e && *e ? e : find_profile_dir(dirbuf, sizeof dirbuf);
+    }
+    if (!profile_dir && need_dir) {
+        fprintf(stderr,
+                "vipd: no profile directory found (looked in <vipd dir>/../share/vipl/profiles, "
+                "<vipd dir>/../../lanai-fw/profiles, /usr/local/share/vipl/profiles, "
+                "/usr/share/vipl/profiles); use --profile-dir DIR or VIP_PROFILE_DIR\n");
+        return 1;
+    }
+    if (!kd_nic_init((unsigned)nnics, profiles, profile_dir))
+        return 1;
+
     if (autostart && !idle_set) {
         idle = 60;
         const char *e = getenv("VIPD_IDLE_EXIT");
@@ -415,6 +528,7 @@ int main(int argc, char **argv)
     int lockfd = take_lock(lockpath);
     if (lockfd == -2 && !autostart) {
         fprintf(stderr, "vipd: another vipd already serves %s\n", sockpath);
+        kd_nic_fini();
         return 1;
     }
     /* Lost the autostart race. The winner may not listen yet, and our
@@ -424,21 +538,26 @@ int main(int argc, char **argv)
         int s = ctl_connect(sockpath);
         if (s >= 0) {
             close(s);
+            kd_nic_fini();
             return 0;
         }
         if (waited >= 10000) {
             fprintf(stderr, "vipd: another vipd holds %s but does not answer on %s\n",
                     lockpath, sockpath);
+            kd_nic_fini();
             return 1;
         }
         usleep(10000);
         lockfd = take_lock(lockpath);
     }
-    if (lockfd < 0)
+    if (lockfd < 0) {
+        kd_nic_fini();
         return 1;
+    }
     int lsock = bind_socket(sockpath);
     if (lsock < 0) {
         unlink(lockpath);
+        kd_nic_fini();
         return 1;
     }
 
@@ -459,18 +578,22 @@ int main(int argc, char **argv)
     sigprocmask(SIG_BLOCK, &block, NULL);
     raise_fd_limit();
 
-    kd.profile = profile;
-    kd_nic_init((unsigned)nnics);
     kd.last_session_end_ns = kd_now_ns();
-    kd_info("serving %s: %u NIC%s, profile %s, host id %08x%s", sockpath, kd.nnics,
-            kd.nnics == 1 ? "" : "s", kd.profile, kd.host_id,
-            idle ? "" : ", no idle exit");
+    char plist[VIA_MAX_NICS * 40] = "";
+    for (unsigned i = 0, n = 0; i < kd.nnics && n < sizeof plist; i++)
+        n += (unsigned)snprintf(plist + n, sizeof plist - n, "%svia%u=%s", i ? " " : "", i,
+                                kd.nic[i].prof.name);
+    kd_info("serving %s: %u NIC%s, profiles %s, host id %08x%s", sockpath, kd.nnics,
+            kd.nnics == 1 ? "" : "s", plist, kd.host_id, idle ? "" : ", no idle exit");
+    if (profile_dir)
+        kd_info("profile directory %s", profile_dir);
     if (idle)
         kd_info("idle exit after %lu s without sessions", idle);
 
     event_loop(lsock, (unsigned)idle);
 
     kd_shutdown_all();
+    kd_nic_fini();
     unlink(sockpath);
     unlink(lockpath);
     close(lsock);

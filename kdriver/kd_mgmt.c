@@ -31,7 +31,7 @@ void kd_op_list_nics(struct kd_client *c, uint64_t cookie, const void *body,
         struct kd_nic *nic = &kd.nic[i];
         struct via_nic_info *o = &a[i];
         snprintf(o->name, sizeof o->name, "via%u", i);
-        snprintf(o->profile, sizeof o->profile, "%s", kd.profile);
+        snprintf(o->profile, sizeof o->profile, "%s", nic->prof.name);
         o->index = i;
         memcpy(o->nic_addr, nic->addr, VIA_NIC_ADDR_LEN);
         o->vis = nic->nvis;
@@ -175,13 +175,13 @@ static void trace_dump(struct kd_reply *r)
             t.t_ns = src->t_ns;
             t.msg_seq = src->msg_seq;
             t.len = src->len;
+            t.dur_ns = src->dur_ns;
             atomic_thread_fence(memory_order_acquire);
             uint32_t e = atomic_load_explicit(&src->seq_end, memory_order_relaxed);
             if (b != e)
                 continue; /* being overwritten while we read it */
             atomic_init(&t.seq_begin, b);
             atomic_init(&t.seq_end, e);
-            t.pad = 0;
             all[n++] = t;
         }
     }
@@ -234,5 +234,5 @@ void kd_op_ping(struct kd_client *c, uint64_t cookie, const void *body, struct k
         return;
     a->nnics = kd.nnics;
     kd_nic_addr(0, a->nic_addr); /* tells vipctl which host id this vipd uses */
-    snprintf(a->profile, sizeof a->profile, "%s", kd.profile);
+    snprintf(a->profile, sizeof a->profile, "%s", kd.nic[0].prof.name);
 }

@@ -1,6 +1,6 @@
 /*
- * kd_nic.c - the NICs of this vipd, their addresses, the name service
- * (NS_LOOKUP) and QUERY_NIC.
+ * kd_nic.c - the NICs of this vipd, their addresses, profiles and NIC
+ * pages, the name service (NS_LOOKUP) and QUERY_NIC.
  *
  * NIC address = 4-byte host id (big-endian) + 2-byte NIC index (big-endian).
  * The host id is a hash of the host name so that two hosts (a later
@@ -9,11 +9,13 @@
 #include "kd.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "fw_model.h"
 #include "vipl.h"
 
 void kd_nic_addr(unsigned index, uint8_t out[VIA_NIC_ADDR_LEN])
@@ -26,7 +28,7 @@ void kd_nic_addr(unsigned index, uint8_t out[VIA_NIC_ADDR_LEN])
     out[5] = (uint8_t)index;
 }
 
-void kd_nic_init(unsigned nnics)
+bool kd_nic_init(unsigned nnics, const char *const *profiles, const char *dir)
 {
     if (gethostname(kd.hostname, sizeof kd.hostname - 1) < 0)
         snprintf(kd.hostname, sizeof kd.hostname, "localhost");
@@ -37,11 +39,89 @@ void kd_nic_init(unsigned nnics)
         h *= 16777619u;
     }
     kd.host_id = h ? h : 1;
+    for (unsigned i = 0; i < VIA_MAX_NICS; i++)
+        kd.nic[i].page_fd = -1;
     kd.nnics = nnics;
     for (unsigned i = 0; i < nnics; i++) {
-        kd.nic[i].index = i;
-        kd_nic_addr(i, kd.nic[i].addr);
+        struct kd_nic *nic = &kd.nic[i];
+        nic->index = i;
+        kd_nic_addr(i, nic->addr);
+        char err[512];
+        if (fw_profile_load(profiles[i], dir, &nic->prof, err, sizeof err) < 0) {
+            fprintf(stderr, "vipd: via%u: %s\n", i, err);
+            goto fail;
+        }
+        nic->prof.name[sizeof nic->prof.name - 1] = 0;
+        nic->page = kd_shm_create("via-nic", sizeof *nic->page, 0, &nic->page_fd);
+        if (!nic->page) {
+            fprintf(stderr, "vipd: via%u: cannot create the NIC page: %s\n", i,
+                    strerror(errno));
+            goto fail;
+        }
+        nic->page->prof = nic->prof;
+        kd_nic_scan_update(nic);
     }
+    return true;
+fail:
+    kd_nic_fini();
+    return false;
+}
+
+void kd_nic_fini(void)
+{
+    for (unsigned i = 0; i < kd.nnics; i++) {
+        struct kd_nic *nic = &kd.nic[i];
+        kd_shm_unmap(nic->page, sizeof *nic->page);
+        nic->page = NULL;
+        if (nic->page_fd >= 0)
+            close(nic->page_fd);
+        nic->page_fd = -1;
+    }
+}
+
+void kd_nic_scan_update(struct kd_nic *nic)
+{
+    /* Doorbell pairs 0..highest VI id, plus the firmware's own protected
+     * command queue, which the linear scan polls last. */
+    uint32_t slots = 1;
+    for (uint32_t id = VIA_MAX_VI; nic->nvis && id > 0; id--)
+        if (nic->vi[id - 1]) {
+            slots = id + 1;
+            break;
+        }
+    atomic_store_explicit(&nic->page->scan_slots, slots, memory_order_release);
+}
+
+void kd_nic_session_gone(struct kd_nic *nic, pid_t pid)
+{
+    struct via_nic_page *np = nic->page;
+    bool others = false, same_pid = false;
+    for (struct kd_session *s = kd.sessions; s; s = s->next)
+        if (s->nic == nic) {
+            others = true;
+            if (s->pid == pid)
+                same_pid = true;
+        }
+    if (!others) {
+        /* Nobody is left to release what a dead client reserved: the NIC
+         * is idle and free from now on. */
+        atomic_store(&np->lock, 0);
+        atomic_store(&np->lanai_busy_until, 0);
+        atomic_store(&np->lanai_idle_since, 0);
+        atomic_store(&np->hdma_busy_until, 0);
+        atomic_store(&np->nsend_busy_until, 0);
+        atomic_store(&np->nrecv_busy_until, 0);
+        for (unsigned i = 0; i < VIA_ST_NSTAGES_MAX; i++) {
+            atomic_store(&np->stage_ns[i], 0);
+            atomic_store(&np->stage_cnt[i], 0);
+        }
+        kd_debug("via%u: last session ended: modelled clocks reset", nic->index);
+        return;
+    }
+    /* Another session of the same process may hold the lock legitimately. */
+    uint32_t holder = (uint32_t)pid;
+    if (!same_pid && atomic_compare_exchange_strong(&np->lock, &holder, 0))
+        kd_info("via%u: pid %d ended holding the NIC lock: freed it", nic->index, (int)pid);
 }
 
 /* Parse a decimal NIC index that must fill the whole string. */
@@ -148,5 +228,5 @@ void kd_op_query_nic(struct kd_client *c, uint64_t cookie, const void *body,
     a->mtu = VIA_MTU;
     a->queue_depth = VIA_QUEUE_DEPTH;
     a->max_register_bytes = VIA_MAX_REGISTER_BYTES;
-    snprintf(a->profile, sizeof a->profile, "%s", kd.profile);
+    snprintf(a->profile, sizeof a->profile, "%s", c->sess->nic->prof.name);
 }

@@ -169,10 +169,11 @@ static void op_hello(struct kd_client *c, uint64_t cookie, const void *body, str
     a->nic = q->nic;
     memcpy(a->nic_addr, s->nic->addr, VIA_NIC_ADDR_LEN);
     a->nnics = kd.nnics;
-    snprintf(a->profile, sizeof a->profile, "%s", kd.profile);
+    snprintf(a->profile, sizeof a->profile, "%s", s->nic->prof.name);
     kd_add_fd(r, tfd, true);
     kd_add_fd(r, s->evfd, false);
     kd_add_fd(r, sfd, true);
+    kd_add_fd(r, s->nic->page_fd, false); /* the NIC's, shared by its sessions */
     kd_info("session %u opened: pid %d (%s) on via%u", s->id, (int)s->pid, s->progname,
             q->nic);
     return;
@@ -421,6 +422,7 @@ void kd_session_end(struct kd_session *s, const char *why)
         kd.last_session_end_ns = kd_now_ns();
     kd_info("session %u (pid %d, %s) ended (%s): freed %u VIs, %u regions, %u CQs", s->id,
             (int)s->pid, s->progname, why, nvis, nregions, ncqs);
+    kd_nic_session_gone(s->nic, s->pid); /* s is off kd.sessions by now */
     session_free_pages(s);
 }
 

@@ -139,6 +139,7 @@ void kd_op_create_vi(struct kd_client *c, uint64_t cookie, const void *body,
     nic->vi[id] = vi;
     nic->nvis++;
     s->nvis++;
+    kd_nic_scan_update(nic);
     struct via_ctl_create_vi_r *a = kd_body(r, sizeof *a);
     if (a)
         a->vi_id = id;
@@ -166,6 +167,7 @@ static void vi_free(struct kd_vi *vi, bool died)
     vi->nic->vi[vi->id] = NULL;
     vi->nic->nvis--;
     vi->sess->nvis--;
+    kd_nic_scan_update(vi->nic);
     kd_shm_unmap(vi->page, sizeof *vi->page);
     free(vi);
 }

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,21 +219,63 @@ static int cmd_mem(void)
     return 0;
 }
 
+static int by_u32(const void *x, const void *y)
+{
+    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* Per stage, in pipeline order: how many dumped records carry a modelled
+ * duration (paced profiles) and their median. */
+static void trace_stats(const struct via_trace_rec *a, size_t n)
+{
+    uint32_t *d = n ? malloc(n * sizeof *d) : NULL;
+    if (n && !d) {
+        fprintf(stderr, "vipctl: out of memory\n");
+        exit(1);
+    }
+    size_t total = 0;
+    printf("%-12s %8s %12s\n", "STAGE", "COUNT", "MEDIAN_US");
+    for (unsigned st = 0; st < VIA_ST_NSTAGES; st++) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            if (a[i].stage == st && a[i].dur_ns > 0)
+                d[k++] = a[i].dur_ns;
+        total += k;
+        if (k == 0) {
+            printf("%-12s %8u %12s\n", stage_name[st], 0u, "-");
+            continue;
+        }
+        qsort(d, k, sizeof *d, by_u32);
+        double med = k % 2 ? d[k / 2] : ((double)d[k / 2 - 1] + d[k / 2]) / 2.0;
+        printf("%-12s %8zu %12.3f\n", stage_name[st], k, med / 1000.0);
+    }
+    if (total == 0)
+        printf("(no records with a modelled duration: durations exist only under a paced "
+               "profile, with 'vipctl trace on')\n");
+    free(d);
+}
+
 static int cmd_trace(const char *arg)
 {
     struct via_ctl_trace t = {0};
+    const char *want = "vipctl: trace wants on, off, dump or stats";
     if (!arg) {
-        fprintf(stderr, "vipctl: trace wants on, off or dump\n");
+        fprintf(stderr, "%s\n", want);
         return 2;
     }
+    bool stats = false;
     if (strcmp(arg, "on") == 0)
         t.on = 1;
     else if (strcmp(arg, "off") == 0)
         t.on = 0;
     else if (strcmp(arg, "dump") == 0)
         t.on = 2;
-    else {
-        fprintf(stderr, "vipctl: trace wants on, off or dump, not '%s'\n", arg);
+    else if (strcmp(arg, "stats") == 0) {
+        t.on = 2;
+        stats = true;
+    } else {
+        fprintf(stderr, "%s, not '%s'\n", want, arg);
         return 2;
     }
     size_t len;
@@ -243,12 +286,17 @@ static int cmd_trace(const char *arg)
         return 0;
     }
     size_t n = len / sizeof *a;
-    printf("%12s %5s %-12s %8s %8s\n", "T_US", "VI", "STAGE", "MSG_SEQ", "LEN");
+    if (stats) {
+        trace_stats(a, n);
+        free(a);
+        return 0;
+    }
+    printf("%12s %5s %-12s %8s %8s %10s\n", "T_US", "VI", "STAGE", "MSG_SEQ", "LEN", "DUR_US");
     for (size_t i = 0; i < n; i++) {
         double us = (double)(a[i].t_ns - a[0].t_ns) / 1000.0;
-        printf("%12.3f %5u %-12s %8u %8u\n", us, a[i].vi_id,
+        printf("%12.3f %5u %-12s %8u %8u %10.3f\n", us, a[i].vi_id,
                a[i].stage < VIA_ST_NSTAGES ? stage_name[a[i].stage] : "?", a[i].msg_seq,
-               a[i].len);
+               a[i].len, a[i].dur_ns / 1000.0);
     }
     if (n == 0)
         printf("(no trace records: 'vipctl trace on', then run a program)\n");
@@ -291,6 +339,7 @@ static void env1(const char *name, const char *meaning)
 static int cmd_env(void)
 {
     env1("VIP_PROFILE", "NIC timing profile (default native)");
+    env1("VIP_PROFILE_DIR", "where vipd finds NAME.conf profiles");
     env1("VIP_EXT_MODE", "short-message path: standard, descriptorless, merged");
     env1("VIP_EXT_MAX", "size threshold (bytes) up to which VIP_EXT_MODE applies");
     env1("VIPD_SOCKET", "vipd control socket path");
@@ -306,11 +355,14 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: vipctl [-s SOCKET] COMMAND\n"
                "commands:\n"
-               "  nics              NICs, limits, usage and counters (default)\n"
+               "  nics              NICs, profiles, limits, usage and counters (default)\n"
                "  vis               table of all VIs\n"
                "  mem               table of registered memory\n"
                "  counters          per-NIC counters\n"
-               "  trace on|off|dump stage trace control; dump prints the records\n"
+               "  trace on|off|dump|stats\n"
+               "                    stage trace control; dump prints the records (DUR_US:\n"
+               "                    modelled stage time, paced profiles), stats the count\n"
+               "                    and median DUR_US of each stage\n"
                "  shutdown          stop vipd (its clients' VIs go to the error state)\n"
                "  ping              exit 0 if a vipd answers\n"
                "  env               environment variables and the socket path\n");

@@ -104,6 +104,9 @@ static enum fw_rx_state rx_xdata(struct fw_vi *vi, const struct via_wire_hdr *h)
     fw_updt(vi, &vi->rxd, true, (h->flags & VIA_PKT_IMM) ? VIP_STATUS_IMMEDIATE : 0,
             vi->rx_got);
     vi->rq.head++;
+    /* Reliable reception: the sender's descriptor completes on this. */
+    atomic_store_explicit(&vi->chan->dir[1 - vi->side].delivered, h->msg_seq,
+                          memory_order_release);
     return FW_RX_IDLE;
 }
 
@@ -179,8 +182,6 @@ static void rx_packets(struct fw_vi *vi)
                 vi->rx = rx_xdata(vi, h);
             else if (vi->rx == FW_RX_DISCARD && (h->flags & VIA_PKT_LAST))
                 vi->rx = FW_RX_IDLE;
-            if (h->flags & VIA_PKT_LAST) /* acknowledge, delivered or not */
-                atomic_store_explicit(&dir->delivered, h->msg_seq, memory_order_release);
         }
         fw_link_consume(dir, h);
         n++;

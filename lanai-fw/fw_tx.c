@@ -116,6 +116,7 @@ static int tx_xdes(struct fw_vi *vi)
     if (vi->txd.status) {
         fw_updt(vi, &vi->txd, false, vi->txd.status, 0);
         vi->sq.head++;
+        vi->tx = FW_TX_IDLE; /* completed: the flush must not complete it again */
         fw_vi_error(vi, VIP_ERROR_POST_DESC, vi->txd.va);
         return FW_TX_IDLE;
     }

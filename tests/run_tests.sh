@@ -73,35 +73,62 @@ for t in "$B"/tests/test_*; do
         for a in "$@"; do [ "$a" = "$name" ] && want=1; done
         [ $want = 1 ] || continue
     fi
-    res="$dir/$name.result"
-    rm -f "$res"
+    # Each test runs in its own process ("=name"), so that a crash fails
+    # that test only and the others still run.
+    list=$("$t" --list 2>/dev/null)
+    if [ -z "$list" ]; then
+        echo "FAIL $name (cannot list its tests)"
+        total_fail=$((total_fail + 1))
+        bad_bins=$((bad_bins + 1))
+        continue
+    fi
+    bp=0
+    bf=0
+    failed_names=""
     out="$dir/$name.out"
-    if [ "${VALGRIND:-0}" = 1 ]; then
-        TL_RESULT="$res" timeout "$TEST_TIMEOUT" valgrind -q --error-exitcode=9 \
-            --leak-check=full --trace-children=no "$t" >"$out" 2>&1
-    else
-        TL_RESULT="$res" timeout "$TEST_TIMEOUT" "$t" >"$out" 2>&1
-    fi
-    rc=$?
-    p=0
-    f=0
-    if [ -s "$res" ]; then
-        read -r p f <"$res"
-    fi
-    if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
-        # Crashed, timed out or valgrind found errors outside any assertion.
-        f=1
-    fi
-    total_pass=$((total_pass + p))
-    total_fail=$((total_fail + f))
-    if [ $rc -eq 0 ] && [ "$f" -eq 0 ]; then
-        echo "PASS $name ($p tests)"
+    : >"$out"
+    for tn in $list; do
+        res="$dir/$name.$tn.result"
+        tout="$dir/$name.$tn.out"
+        rm -f "$res"
+        if [ "${VALGRIND:-0}" = 1 ]; then
+            TL_RESULT="$res" timeout "$TEST_TIMEOUT" valgrind -q --error-exitcode=9 \
+                --leak-check=full "$t" "=$tn" >"$tout" 2>&1
+        else
+            TL_RESULT="$res" timeout "$TEST_TIMEOUT" "$t" "=$tn" >"$tout" 2>&1
+        fi
+        rc=$?
+        p=0
+        f=0
+        if [ -s "$res" ]; then
+            read -r p f <"$res"
+        fi
+        if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
+            # Crashed, timed out, or valgrind found errors outside any assertion.
+            p=0
+            f=1
+            case $rc in
+            124) echo "    $tn: timed out after ${TEST_TIMEOUT}s" >>"$tout" ;;
+            9) echo "    $tn: valgrind reported errors" >>"$tout" ;;
+            *) [ $rc -gt 128 ] && echo "    $tn: killed by signal $((rc - 128))" >>"$tout" ;;
+            esac
+        fi
+        bp=$((bp + p))
+        bf=$((bf + f))
+        if [ "$f" -ne 0 ]; then
+            failed_names="$failed_names $tn"
+            cat "$tout" >>"$out"
+        fi
+    done
+    total_pass=$((total_pass + bp))
+    total_fail=$((total_fail + bf))
+    if [ "$bf" -eq 0 ]; then
+        echo "PASS $name ($bp tests)"
     else
         bad_bins=$((bad_bins + 1))
-        why="exit $rc"
-        [ $rc -eq 124 ] && why="timed out after ${TEST_TIMEOUT}s"
-        echo "FAIL $name ($p passed, $f failed, $why); its output:"
-        sed 's/^/    /' "$out"
+        echo "FAIL $name ($bp passed, $bf failed:$failed_names); output of the failures:"
+        grep -v -e '^$' -e 'CUnit - A unit testing' -e 'cunit.sourceforge' -e '\.\.\.passed$' \
+            -e '^Suite: ' "$out" | sed 's/^/    /'
     fi
 done
 

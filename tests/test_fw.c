@@ -157,7 +157,7 @@ static void ring(struct via_db_queue *q, const void *desc, uint32_t mh)
 {
     uint32_t prod = atomic_load(&q->prod);
     q->tok[prod % VIA_DB_SLOTS] =
-        (struct via_db_token){(uint64_t)(uintptr_t)desc, mh, VIA_DB_WORD2(VIA_DB_DESC, 0)};
+        (struct via_db_token){(uint64_t)(uintptr_t)desc, mh, VIA_DB_WORD2(VIA_DB_DESC, 0, 0)};
     atomic_store(&q->prod, prod + 1);
 }
 
@@ -373,21 +373,21 @@ static void test_bell_take(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(q);
     CU_ASSERT_PTR_NOT_NULL_FATAL(wq);
     memset(q, 0, sizeof *q);
-    CU_ASSERT_EQUAL(fw_bell_take(q, wq), 0);
+    CU_ASSERT_EQUAL(fw_bell_take(q, wq, NULL), 0);
     for (uint32_t i = 0; i < 10; i++)
         ring(q, (void *)(uintptr_t)(0x1000 + 64 * i), i);
-    CU_ASSERT_EQUAL(fw_bell_take(q, wq), 10);
+    CU_ASSERT_EQUAL(fw_bell_take(q, wq, NULL), 10);
     CU_ASSERT_EQUAL(atomic_load(&q->cons), 10);
     CU_ASSERT_EQUAL(wq->tail - wq->head, 10);
     for (uint32_t i = 0; i < 10; i++) {
         CU_ASSERT_EQUAL(wq->tok[i].desc_va, 0x1000 + 64 * i);
         CU_ASSERT_EQUAL(wq->tok[i].mem_handle, i);
     }
-    CU_ASSERT_EQUAL(fw_bell_take(q, wq), 0);
+    CU_ASSERT_EQUAL(fw_bell_take(q, wq, NULL), 0);
 
     /* a host claiming more than the ring holds: bounded by the slots */
     atomic_store(&q->prod, atomic_load(&q->cons) + 1000);
-    CU_ASSERT_EQUAL(fw_bell_take(q, wq), VIA_DB_SLOTS);
+    CU_ASSERT_EQUAL(fw_bell_take(q, wq, NULL), VIA_DB_SLOTS);
     CU_ASSERT_EQUAL(wq->tail - wq->head, 10 + VIA_DB_SLOTS);
 
     /* bounded by the NIC queue's space */
@@ -396,14 +396,14 @@ static void test_bell_take(void)
     wq->tail = VIA_QUEUE_DEPTH - 3;
     for (int i = 0; i < 10; i++)
         ring(q, (void *)(uintptr_t)0x4000, 77);
-    CU_ASSERT_EQUAL(fw_bell_take(q, wq), 3);
+    CU_ASSERT_EQUAL(fw_bell_take(q, wq, NULL), 3);
     CU_ASSERT_EQUAL(wq->tail - wq->head, VIA_QUEUE_DEPTH);
-    CU_ASSERT_EQUAL(fw_bell_take(q, wq), 0);
+    CU_ASSERT_EQUAL(fw_bell_take(q, wq, NULL), 0);
     wq->head += 5;
-    CU_ASSERT_EQUAL(fw_bell_take(q, wq), 5);
-    CU_ASSERT_EQUAL(fw_bell_take(q, wq), 0); /* full again */
+    CU_ASSERT_EQUAL(fw_bell_take(q, wq, NULL), 5);
+    CU_ASSERT_EQUAL(fw_bell_take(q, wq, NULL), 0); /* full again */
     wq->head += 100;
-    CU_ASSERT_EQUAL(fw_bell_take(q, wq), 2);
+    CU_ASSERT_EQUAL(fw_bell_take(q, wq, NULL), 2);
     CU_ASSERT_EQUAL(atomic_load(&q->cons), atomic_load(&q->prod));
     /* wrap of the free-running counters */
     atomic_store(&q->prod, UINT32_MAX - 1);
@@ -411,7 +411,7 @@ static void test_bell_take(void)
     wq->head = wq->tail = 0;
     for (int i = 0; i < 4; i++)
         ring(q, (void *)(uintptr_t)(0x8000 + 64 * i), 1);
-    CU_ASSERT_EQUAL(fw_bell_take(q, wq), 4);
+    CU_ASSERT_EQUAL(fw_bell_take(q, wq, NULL), 4);
     CU_ASSERT_EQUAL(atomic_load(&q->cons), 2);
     CU_ASSERT_EQUAL(wq->tok[3].desc_va, 0x8000 + 64 * 3);
     free(q);
@@ -820,6 +820,30 @@ static void reliable_error(uint32_t rel)
 static void test_reliable_delivery_error(void) { reliable_error(VIP_SERVICE_RELIABLE_DELIVERY); }
 static void test_reliable_reception_error(void) { reliable_error(VIP_SERVICE_RELIABLE_RECEPTION); }
 
+/* Reliable: a bad send that is the only one queued. The error flush must
+ * not complete a token that was never posted (the slot after it in the
+ * NIC's queue) nor move the queue head past its tail. */
+static void test_reliable_bad_send_alone(void)
+{
+    setup(VIP_SERVICE_RELIABLE_DELIVERY, 1);
+    VIP_DESCRIPTOR *bad = at(OFF_SDESC), *sentinel = at(OFF_SDESC + 512);
+    tl_desc_1(bad, F.mem + OFF_SDATA, 10, 0x12345678u);
+    tl_desc_1(sentinel, F.mem + OFF_SDATA, 10, F.mh);
+    /* Stale content of the next NIC queue slot: never rung by the host. */
+    F.a->sq.tok[1] = (struct via_db_token){(uint64_t)(uintptr_t)sentinel, F.mh, 0};
+    ring(&F.dba->sq, bad, F.mh);
+    fw_tx_progress(F.a);
+    ERR_EXPECT(status_of(bad), VIP_STATUS_PROTECTION_ERROR);
+    CU_ASSERT_EQUAL(atomic_load(&F.dba->state), VIA_VI_ERROR);
+    CU_ASSERT_EQUAL(status_of(sentinel), 0);
+    CU_ASSERT_EQUAL(F.a->sq.head, F.a->sq.tail);
+    if (status_of(sentinel) || F.a->sq.head != F.a->sq.tail)
+        fprintf(stderr, "\n  fw_flush from tx_xdes completed a slot never posted "
+                        "(status 0x%x), sq head %u tail %u\n",
+                status_of(sentinel), F.a->sq.head, F.a->sq.tail);
+    teardown();
+}
+
 /* Reliable: a message with no receive posted breaks the connection. */
 static void test_reliable_recvq_empty(void)
 {
@@ -924,9 +948,10 @@ static void test_chan_closed(void)
 static void test_cq_post(void)
 {
     setup(VIP_SERVICE_UNRELIABLE, 1);
-    struct via_cq_ring *r = aligned_alloc(64, sizeof *r + 4 * sizeof(struct via_cq_entry));
+    size_t rlen = (sizeof(struct via_cq_ring) + 4 * sizeof(struct via_cq_entry) + 63) & ~(size_t)63;
+    struct via_cq_ring *r = aligned_alloc(64, rlen);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
-    memset(r, 0, sizeof *r + 4 * sizeof(struct via_cq_entry));
+    memset(r, 0, rlen);
     r->nslots = 4;
     struct fw_cq cq;
     pthread_mutex_init(&cq.lock, NULL);
@@ -969,6 +994,7 @@ int main(int argc, char **argv)
         TL_TEST(test_not_connected_flush),
         TL_TEST(test_reliable_delivery_error),
         TL_TEST(test_reliable_reception_error),
+        TL_TEST(test_reliable_bad_send_alone),
         TL_TEST(test_reliable_recvq_empty),
         TL_TEST(test_reliable_recv_too_small),
         TL_TEST(test_corrupt_link),

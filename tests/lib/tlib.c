@@ -33,13 +33,30 @@ int tl_main(int argc, char **argv, const char *suite_name, const struct tl_test 
     CU_pSuite s = CU_add_suite(suite_name, NULL, NULL);
     if (!s)
         return 2;
+    /* argv[1]: "--list" prints the test names; "=name" runs that test only;
+     * any other word runs the tests whose names contain it. */
     const char *only = argc > 1 ? argv[1] : NULL;
+    if (only && strcmp(only, "--list") == 0) {
+        for (const struct tl_test *t = tests; t->name; t++)
+            printf("%s\n", t->name);
+        CU_cleanup_registry();
+        return 0;
+    }
+    int exact = only && only[0] == '=';
+    unsigned matched = 0;
     for (const struct tl_test *t = tests; t->name; t++) {
         CU_pTest ct = CU_add_test(s, t->name, t->fn);
         if (!ct)
             return 2;
-        if (only && !strstr(t->name, only))
+        int want = !only || (exact ? strcmp(t->name, only + 1) == 0 : !!strstr(t->name, only));
+        if (!want)
             CU_set_test_active(ct, CU_FALSE);
+        matched += (unsigned)want;
+    }
+    if (only && !matched) {
+        fprintf(stderr, "no test matches '%s' (--list shows them)\n", only);
+        CU_cleanup_registry();
+        return 2;
     }
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();

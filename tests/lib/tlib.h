@@ -140,6 +140,12 @@ void tl_discrim(char out[17], const char *tag);
  * malloc'd (free it), NULL on failure. */
 VIP_NET_ADDRESS *tl_addr(VIP_NIC_HANDLE nic, const char *host, const char *disc);
 
+/* The host address bytes (HostAddress is declared with one element). */
+static inline uint8_t *tl_host_bytes(VIP_NET_ADDRESS *a)
+{
+    return (uint8_t *)a + offsetof(VIP_NET_ADDRESS, HostAddress);
+}
+
 /* Server side: wait for a request to (own NIC, disc), accept with vi. */
 VIP_RETURN tl_accept(struct tl_nic *t, VIP_VI_HANDLE vi, const char *disc, VIP_ULONG timeout);
 /* Client side: request (host, disc) with vi. */

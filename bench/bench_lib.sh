@@ -1,0 +1,116 @@
+# bench_lib.sh - sourced by the benchmark scripts (compare_native.sh,
+# run_bench.sh): a private vipd for one run, fi_pingpong runs, small helpers.
+#
+# vipd_start starts vipd in the foreground of a background job on a socket in
+# a fresh temporary directory, exports VIPD_SOCKET (and VIPD_AUTOSTART=0, so
+# a benchmark never starts another one), and waits until it answers.
+# vipd_stop shuts it down (vipctl shutdown, then kill) and removes the
+# directory. fi_run runs one fi_pingpong server/client pair. Callers set BIN
+# (the directory holding vipd and vipctl) and WORK (a scratch directory), and
+# call bench_cleanup from an EXIT trap.
+
+VIPD_PID=
+VIPD_DIR=
+FI_SRV=
+
+vipd_start() {
+    VIPD_DIR=$(mktemp -d "${TMPDIR:-/tmp}/vipbench.XXXXXX")
+    export VIPD_SOCKET="$VIPD_DIR/vipd.sock"
+    export VIPD_AUTOSTART=0
+    "$BIN/vipd" -f -q -n 2 -s "$VIPD_SOCKET" ${VIP_PROFILE:+--profile "$VIP_PROFILE"} \
+        >"$VIPD_DIR/vipd.log" 2>&1 &
+    VIPD_PID=$!
+    local i
+    for i in $(seq 200); do
+        if "$BIN/vipctl" -s "$VIPD_SOCKET" nics >/dev/null 2>&1; then
+            return 0
+        fi
+        kill -0 "$VIPD_PID" 2>/dev/null || break
+        sleep 0.05
+    done
+    echo "error: vipd did not start on $VIPD_SOCKET; its log:" >&2
+    cat "$VIPD_DIR/vipd.log" >&2
+    return 1
+}
+
+vipd_stop() {
+    if [ -n "$VIPD_PID" ]; then
+        "$BIN/vipctl" -s "$VIPD_SOCKET" shutdown >/dev/null 2>&1 || true
+        local i
+        for i in $(seq 40); do
+            kill -0 "$VIPD_PID" 2>/dev/null || break
+            sleep 0.05
+        done
+        kill "$VIPD_PID" 2>/dev/null || true
+        wait "$VIPD_PID" 2>/dev/null || true
+        VIPD_PID=
+    fi
+    if [ -n "$VIPD_DIR" ]; then
+        rm -rf "$VIPD_DIR"
+        VIPD_DIR=
+    fi
+}
+
+# median of the numbers given as arguments
+median() {
+    printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
+        END { if (NR == 0) { print "nan"; exit }
+              if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# the data line of a CSV written by vip_send_lat/vip_send_bw --csv: column $1
+csv_col() {
+    awk -F, -v c="$1" '/^#/ || /^bytes,/ { next } NF > 1 { print $c; exit }'
+}
+
+say() { printf '%s\n' "$*" >&2; }
+
+# A distinct control port per fi_pingpong run, away from other users'.
+FI_PORT=$((20000 + $$ % 20000))
+
+# fi_run SIZE ITERS: one fi_pingpong run; sets FI_USEC (usec/xfer, one-way)
+# and FI_MBS (MB/sec). Not in a subshell: FI_PORT and FI_SRV must stick.
+fi_run() {
+    local size=$1 iters=$2 try i
+    for try in 1 2 3; do
+        FI_PORT=$((FI_PORT + 1))
+        timeout 150 fi_pingpong -p shm -e rdm -S "$size" -I "$iters" -B "$FI_PORT" \
+            >"$WORK/fi_srv.out" 2>&1 &
+        FI_SRV=$!
+        for i in $(seq 50); do
+            if timeout 120 fi_pingpong -p shm -e rdm -S "$size" -I "$iters" -P "$FI_PORT" \
+                localhost >"$WORK/fi_cli.out" 2>&1; then
+                wait "$FI_SRV" 2>/dev/null || true
+                FI_SRV=
+                # columns: bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
+                FI_USEC=$(awk '$1 != "bytes" && NF >= 8 { print $7; exit }' "$WORK/fi_cli.out")
+                FI_MBS=$(awk '$1 != "bytes" && NF >= 8 { print $6; exit }' "$WORK/fi_cli.out")
+                if [ -n "$FI_USEC" ] && [ -n "$FI_MBS" ]; then
+                    return 0
+                fi
+                break
+            fi
+            kill -0 "$FI_SRV" 2>/dev/null || break # the server gave up (port taken?)
+            sleep 0.1
+        done
+        kill "$FI_SRV" 2>/dev/null || true
+        wait "$FI_SRV" 2>/dev/null || true
+        FI_SRV=
+    done
+    say "error: fi_pingpong -p shm -e rdm -S $size failed; client said:"
+    cat "$WORK/fi_cli.out" >&2
+    say "server said:"
+    cat "$WORK/fi_srv.out" >&2
+    exit 1
+}
+
+
+# Stop whatever this script started: a fi_pingpong server, vipd.
+bench_cleanup() {
+    if [ -n "$FI_SRV" ]; then
+        kill "$FI_SRV" 2>/dev/null || true
+        wait "$FI_SRV" 2>/dev/null || true
+        FI_SRV=
+    fi
+    vipd_stop
+}

@@ -1,0 +1,38 @@
+# plot_bandwidth.gp - bandwidth against message size (log2 x axis).
+#
+#   gnuplot -e "data='bench/results/native_bandwidth.csv'" \
+#           -e "out='bench/results/native_bandwidth.png'" \
+#           [-e "lat='bench/results/native_latency.csv'"] \
+#           [-e "ref='bench/results/fi_shm_pingpong.csv'"] bench/plot_bandwidth.gp
+#
+# data: CSV of vip_send_bw -a --csv (columns bytes, MB_per_s): streaming
+# lat:  optional CSV of vip_send_lat -a --csv: ping-pong bandwidth is
+#       bytes / one-way latency
+# ref:  optional CSV with columns bytes, MB_per_s (fi_pingpong, shm: ping-pong)
+# MB = 10^6 bytes.
+
+if (!exists("data")) data = 'bench/results/native_bandwidth.csv'
+if (!exists("out")) out = 'bench/results/native_bandwidth.png'
+
+set terminal pngcairo size 960,600 font ",11"
+set output out
+set datafile separator ','
+set datafile commentschars '#'
+set datafile columnheaders
+set title "VIA send/receive bandwidth (MB = 10^6 bytes)"
+set xlabel "message size [bytes]"
+set ylabel "bandwidth [MB/s]"
+set logscale x 2
+set logscale y 10
+set format x "2^{%L}"
+set grid xtics ytics mytics
+set key bottom right box opaque
+
+s_stream = 'data using "bytes":"MB_per_s" with linespoints lw 2 pt 7 title "emulated VIA NIC, streaming (vip\\_send\\_bw)"'
+s_pp = 'lat using "bytes":(column("bytes") / column("median_us")) with linespoints lw 1 pt 6 title "emulated VIA NIC, ping-pong (size / median one-way latency)"'
+s_ref = 'ref using "bytes":"MB_per_s" with linespoints lw 2 pt 5 title "libfabric shm, ping-pong (fi\\_pingpong)"'
+
+cmd = 'plot ' . s_stream
+if (exists("lat")) cmd = cmd . ', ' . s_pp
+if (exists("ref")) cmd = cmd . ', ' . s_ref
+eval cmd

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# run_bench.sh - the benchmark suite; what `make bench` runs.
+#
+#   B=build bench/run_bench.sh [--quick]
+#
+# Steps (progress on stderr):
+#   1. latency sweep    vip_send_lat -a --csv        -> results/native_latency.csv
+#   2. bandwidth sweep  vip_send_bw -a --csv         -> results/native_bandwidth.csv
+#   3. reference sweep  fi_pingpong -p shm -e rdm    -> results/fi_shm_pingpong.csv
+#   4. comparison       compare_native.sh            -> results/native_compare.txt
+#   5. plots (if gnuplot is installed)               -> results/native_latency.png,
+#                                                       results/native_bandwidth.png
+# and prints the comparison table at the end. Every data file starts with
+# '#' lines stating what was measured and in which units. The results
+# directory is bench/results unless RESULTS is set.
+#
+# --quick: fewer iterations and repeats (under 2 minutes; the full run takes
+# a few minutes on a 2-core machine).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+B=${B:-build}
+if [ ! -d "$B/bin" ] && [ -d "$ROOT/$B/bin" ]; then
+    B=$ROOT/$B
+fi
+B=$(cd "$B" && pwd)
+export B
+BIN=$B/bin
+RES=${RESULTS:-$HERE/results}
+QUICK=0
+
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --quick) QUICK=1 ;;
+    -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+    *) echo "run_bench.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+# shellcheck source=bench/bench_lib.sh
+. "$HERE/bench_lib.sh"
+
+for p in vip_send_lat vip_send_bw vipd vipctl; do
+    if [ ! -x "$BIN/$p" ]; then
+        say "run_bench.sh: $BIN/$p is missing: run 'make' first"
+        exit 1
+    fi
+done
+
+mkdir -p "$RES"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/vipbench-run.XXXXXX")
+trap 'bench_cleanup; rm -rf "$WORK"' EXIT
+trap 'exit 130' INT TERM
+
+START=$(date +%s)
+step() { say "[$1/5] $2   ($(($(date +%s) - START)) s)"; }
+
+# run PROGRAM ARGS... > FILE: our program; on failure show its errors and stop.
+run() {
+    if ! timeout 600 "$@" 2>"$WORK/err"; then
+        say "error: '$*' failed:"
+        cat "$WORK/err" >&2
+        exit 1
+    fi
+}
+
+vipd_start
+
+step 1 "latency sweep: vip_send_lat -a"
+run "$BIN/vip_send_lat" -a --csv >"$RES/native_latency.csv"
+
+step 2 "bandwidth sweep: vip_send_bw -a"
+if [ "$QUICK" = 1 ]; then
+    run "$BIN/vip_send_bw" -a -n 5000 -w 500 --csv >"$RES/native_bandwidth.csv"
+else
+    run "$BIN/vip_send_bw" -a --csv >"$RES/native_bandwidth.csv"
+fi
+vipd_stop
+
+step 3 "reference sweep: fi_pingpong -p shm -e rdm"
+FI_CSV=
+if command -v fi_pingpong >/dev/null 2>&1; then
+    FI_CSV=$RES/fi_shm_pingpong.csv
+    {
+        echo "# fi_pingpong -p shm -e rdm (libfabric shared memory), ping-pong: usec_per_xfer is"
+        echo "# the one-way latency in microseconds, MB_per_s its bandwidth (MB = 10^6 bytes)"
+        echo "bytes,iters,usec_per_xfer,MB_per_s"
+    } >"$FI_CSV.tmp"
+    for e in $(seq 2 20); do
+        size=$((1 << e))
+        if [ "$QUICK" = 1 ]; then
+            iters=$((size <= 65536 ? 10000 : 200))
+        else
+            iters=$((size <= 16384 ? 100000 : 100000 * 16384 / size))
+        fi
+        say "      fi_pingpong -S $size -I $iters"
+        fi_run "$size" "$iters"
+        echo "$size,$iters,$FI_USEC,$FI_MBS" >>"$FI_CSV.tmp"
+    done
+    mv "$FI_CSV.tmp" "$FI_CSV"
+else
+    say "      fi_pingpong not found (Debian: libfabric-bin): no reference sweep"
+fi
+
+step 4 "comparison with libfabric shm: compare_native.sh"
+CARGS=()
+[ "$QUICK" = 1 ] && CARGS=(--quick)
+if ! "$HERE/compare_native.sh" "${CARGS[@]}" >"$WORK/compare.txt"; then
+    say "error: compare_native.sh failed"
+    exit 1
+fi
+mv "$WORK/compare.txt" "$RES/native_compare.txt"
+
+step 5 "plots"
+if command -v gnuplot >/dev/null 2>&1; then
+    gnuplot -e "data='$RES/native_latency.csv'" -e "out='$RES/native_latency.png'" \
+        ${FI_CSV:+-e "ref='$FI_CSV'"} "$HERE/plot_latency.gp"
+    gnuplot -e "data='$RES/native_bandwidth.csv'" -e "out='$RES/native_bandwidth.png'" \
+        -e "lat='$RES/native_latency.csv'" ${FI_CSV:+-e "ref='$FI_CSV'"} \
+        "$HERE/plot_bandwidth.gp"
+    say "      $RES/native_latency.png, $RES/native_bandwidth.png"
+else
+    say "      gnuplot not found (Debian: gnuplot-nox): no plots"
+fi
+
+say "done in $(($(date +%s) - START)) s; data in $RES"
+echo
+cat "$RES/native_compare.txt"

@@ -1,0 +1,421 @@
+/*
+ * vip_send_bw - streaming bandwidth of VIA send/receive (after perftest's
+ * ib_send_bw).
+ *
+ * The program runs both ends: it forks the receiver (server) and is itself
+ * the sender (client). The receiver keeps a deep window of receives posted;
+ * the sender keeps up to TX_DEPTH sends in flight, each from its own
+ * buffer, and reaps completions with VipSendDone.
+ *
+ * Flow control. A send completes when its message is on the wire, not when
+ * the receiver has taken it, and a message that finds no receive posted
+ * breaks a reliable connection (VIA_ERROR_RECVQ_EMPTY). So the sender holds
+ * credits, one per receive the receiver has posted: every message costs
+ * one, and the receiver returns them in small credit messages as it posts
+ * its receives again, as VIA programs (MPI over VIA, AM-II) do.
+ *
+ * Timing: from the first send of a size until the receiver's acknowledgement
+ * that it has received the last message arrives at the sender. Payload is
+ * not touched in the loop; the receiver checks the first and last byte of
+ * the last message of each size, and the length and status of every one.
+ */
+#include <getopt.h>
+
+#include "bench_util.h"
+
+#define DISC_TAG 0x4257u /* "BW" */
+#define CTL_DEPTH 32u    /* control receives (sender) / control sends (receiver) */
+#define CTL_CREDIT 1u
+#define CTL_ACK 2u
+
+struct ctl_msg {
+    uint32_t kind;
+    uint32_t value; /* credits returned, or messages received */
+};
+
+struct opts {
+    uint32_t size;
+    bool all;
+    uint64_t iters;  /* 0: chosen per size */
+    uint64_t warmup; /* UINT64_MAX: chosen per size */
+    uint32_t tx_depth, rx_depth;
+    const char *server_dev, *client_dev;
+    bool csv;
+    VIP_RELIABILITY_LEVEL rel;
+    uint64_t disc;
+    uint32_t sizes[32];
+    size_t nsizes;
+};
+
+/* Messages for one size: 8 GiB worth, between 10000 and 1000000. */
+static uint64_t iters_for(const struct opts *o, uint32_t size)
+{
+    if (o->iters)
+        return o->iters;
+    uint64_t n = (8ull << 30) / (size ? size : 1);
+    return n < 10000 ? 10000 : n > 1000000 ? 1000000 : n;
+}
+
+static uint64_t warmup_for(const struct opts *o, uint32_t size)
+{
+    if (o->warmup != UINT64_MAX)
+        return o->warmup;
+    uint64_t n = iters_for(o, size) / 10;
+    return n > 2000 ? 2000 : n;
+}
+
+/* The payload mark of data slot k (first and last byte of the message). */
+static uint8_t mark_of(uint64_t k)
+{
+    return (uint8_t)(k * 37u + 1u);
+}
+
+/*
+ * One end. Data descriptors: the sender's tx_depth sends, or the
+ * receiver's rx_depth receives, one buffer slot of the largest size each.
+ * Control descriptors: the sender's receives for credits and acks, or the
+ * receiver's sends of them.
+ */
+struct end {
+    struct bu_ep ep;
+    VIP_DESCRIPTOR *data, *ctl;
+    uint8_t *buf;
+    struct ctl_msg *cbuf;
+    VIP_MEM_HANDLE dmh, bmh, cmh;
+    uint32_t depth, max;
+    uint64_t ctl_posted, ctl_done; /* control descriptors posted / completed */
+};
+
+static void end_setup(struct end *e, const struct opts *o, bool server)
+{
+    bu_open(&e->ep, server ? o->server_dev : o->client_dev, o->rel);
+    e->max = o->sizes[o->nsizes - 1];
+    e->depth = server ? o->rx_depth : o->tx_depth;
+    if (e->max > e->ep.attrs.MaxTransferSize)
+        bu_die("%u bytes exceed the MaxTransferSize of %s (%lu bytes)", e->max, e->ep.dev,
+               (unsigned long)e->ep.attrs.MaxTransferSize);
+    if (e->depth > e->ep.attrs.MaxDescriptorsPerQueue - CTL_DEPTH)
+        bu_die("a queue of NIC %s holds %lu descriptors: use -t/-r of at most %lu", e->ep.dev,
+               (unsigned long)e->ep.attrs.MaxDescriptorsPerQueue,
+               (unsigned long)e->ep.attrs.MaxDescriptorsPerQueue - CTL_DEPTH);
+    size_t slot = e->max ? e->max : 1;
+    e->data = bu_alloc(&e->ep, (e->depth + CTL_DEPTH) * sizeof(VIP_DESCRIPTOR), &e->dmh);
+    e->ctl = e->data + e->depth;
+    e->buf = bu_alloc(&e->ep, e->depth * slot, &e->bmh);
+    e->cbuf = bu_alloc(&e->ep, CTL_DEPTH * sizeof(struct ctl_msg), &e->cmh);
+    e->ep.vi = bu_create_vi(&e->ep);
+    for (uint32_t i = 0; i < e->depth; i++)
+        bu_desc_init(&e->data[i], e->buf + i * slot, e->bmh, e->max);
+    for (uint32_t i = 0; i < CTL_DEPTH; i++)
+        bu_desc_init(&e->ctl[i], &e->cbuf[i], e->cmh, sizeof(struct ctl_msg));
+    /* Every receive is up before the connection exists. */
+    if (server) {
+        for (uint32_t i = 0; i < e->depth; i++)
+            BU_CHECK(VipPostRecv(e->ep.vi, &e->data[i], e->dmh));
+    } else {
+        for (uint32_t i = 0; i < CTL_DEPTH; i++)
+            BU_CHECK(VipPostRecv(e->ep.vi, &e->ctl[i], e->dmh));
+        e->ctl_posted = CTL_DEPTH;
+    }
+    const char *peer = strcmp(o->server_dev, o->client_dev) == 0 ? "localhost" : o->server_dev;
+    bu_connect(&e->ep, server, peer, o->disc);
+}
+
+/* ---- receiver ----------------------------------------------------------------------- */
+
+/* Reap control sends that have completed; wait for the oldest if `need`. */
+static void reap_ctl_sends(struct end *e, bool need)
+{
+    VIP_DESCRIPTOR *d;
+    for (;;) {
+        VIP_RETURN rc = VipSendDone(e->ep.vi, &d);
+        if (rc == VIP_NOT_DONE && need)
+            rc = VipSendWait(e->ep.vi, BU_WAIT_MS, &d);
+        if (rc == VIP_NOT_DONE)
+            return;
+        if (rc != VIP_SUCCESS)
+            bu_die("reaping a control send: %s: %s", vip_strerror(rc), vip_last_error());
+        if (d != &e->ctl[e->ctl_done % CTL_DEPTH])
+            bu_die("VipSendDone returned an unexpected descriptor");
+        bu_check_desc(d, "control send");
+        e->ctl_done++;
+        need = false;
+    }
+}
+
+static void send_ctl(struct end *e, uint32_t kind, uint32_t value)
+{
+    reap_ctl_sends(e, e->ctl_posted - e->ctl_done == CTL_DEPTH);
+    uint32_t k = (uint32_t)(e->ctl_posted % CTL_DEPTH);
+    e->cbuf[k] = (struct ctl_msg){kind, value};
+    bu_desc_init(&e->ctl[k], &e->cbuf[k], e->cmh, sizeof(struct ctl_msg));
+    BU_CHECK(VipPostSend(e->ep.vi, &e->ctl[k], e->dmh));
+    e->ctl_posted++;
+}
+
+struct rx_state {
+    uint64_t head;  /* data receives completed */
+    uint32_t fresh; /* receives posted again, not yet returned as credits */
+};
+
+static void receive_round(struct end *e, struct rx_state *s, uint32_t size, uint64_t n,
+                          uint32_t tx_depth)
+{
+    uint32_t batch = e->depth / 4 ? e->depth / 4 : 1;
+    for (uint64_t i = 0; i < n; i++) {
+        VIP_DESCRIPTOR *d, *want = &e->data[s->head % e->depth];
+        VIP_RETURN rc = VipRecvWait(e->ep.vi, BU_WAIT_MS, &d);
+        if (rc == VIP_TIMEOUT)
+            bu_die("no message for %u s (%" PRIu64 " of %" PRIu64 " of %u bytes received)",
+                   BU_WAIT_MS / 1000, i, n, size);
+        if (rc != VIP_SUCCESS)
+            bu_die("VipRecvWait failed: %s: %s", vip_strerror(rc), vip_last_error());
+        if (d != want)
+            bu_die("VipRecvWait returned an unexpected descriptor (out of order)");
+        bu_check_desc(d, "receive");
+        if (d->CS.Length != size)
+            bu_die("message %" PRIu64 ": %u bytes received, %u sent", i,
+                   (unsigned)d->CS.Length, size);
+        if (i == n - 1 && size) { /* the end check: the last message's marks */
+            const uint8_t *p = d->DS[0].Local.Data.Address;
+            uint8_t m = mark_of(i % tx_depth);
+            if (p[0] != m || p[size - 1] != m)
+                bu_die("the last message of %u bytes carries %u/%u, expected %u (wrong data)",
+                       size, p[0], p[size - 1], m);
+        }
+        BU_CHECK(VipPostRecv(e->ep.vi, d, e->dmh));
+        s->head++;
+        if (++s->fresh >= batch) {
+            send_ctl(e, CTL_CREDIT, s->fresh);
+            s->fresh = 0;
+        }
+    }
+    send_ctl(e, CTL_ACK, (uint32_t)n);
+}
+
+static void server(void *arg)
+{
+    const struct opts *o = arg;
+    struct end e = {0};
+    struct rx_state s = {0};
+    end_setup(&e, o, true);
+    for (size_t k = 0; k < o->nsizes; k++) {
+        uint32_t size = o->sizes[k];
+        uint64_t warm = warmup_for(o, size);
+        if (warm)
+            receive_round(&e, &s, size, warm, o->tx_depth);
+        receive_round(&e, &s, size, iters_for(o, size), o->tx_depth);
+    }
+    reap_ctl_sends(&e, false);
+    while (e.ctl_done < e.ctl_posted)
+        reap_ctl_sends(&e, true);
+    bu_close(&e.ep);
+}
+
+/* ---- sender ----------------------------------------------------------------------------- */
+
+/* Take the control messages that have arrived: credits, and the ack of a
+ * round (returns true for it, checking it counts `n` messages). */
+static bool take_ctl(struct end *e, uint64_t *credits, uint64_t n)
+{
+    bool acked = false;
+    VIP_DESCRIPTOR *d;
+    VIP_RETURN rc;
+    while ((rc = VipRecvDone(e->ep.vi, &d)) == VIP_SUCCESS) {
+        if (d != &e->ctl[e->ctl_done % CTL_DEPTH])
+            bu_die("VipRecvDone returned an unexpected descriptor (out of order)");
+        bu_check_desc(d, "control receive");
+        const struct ctl_msg *m = d->DS[0].Local.Data.Address;
+        if (d->CS.Length != sizeof *m)
+            bu_die("control message of %u bytes (expected %zu)", (unsigned)d->CS.Length,
+                   sizeof *m);
+        if (m->kind == CTL_CREDIT) {
+            *credits += m->value;
+        } else if (m->kind == CTL_ACK) {
+            if (m->value != n)
+                bu_die("the receiver acknowledged %u messages, %" PRIu64 " were sent",
+                       m->value, n);
+            acked = true;
+        } else {
+            bu_die("unknown control message %u", m->kind);
+        }
+        BU_CHECK(VipPostRecv(e->ep.vi, d, e->dmh));
+        e->ctl_done++;
+    }
+    if (rc != VIP_NOT_DONE)
+        bu_die("VipRecvDone failed: %s: %s", vip_strerror(rc), vip_last_error());
+    return acked;
+}
+
+/* Send n messages of `size` bytes; returns the seconds until the ack. */
+static double send_round(struct end *e, uint64_t *credits, uint32_t size, uint64_t n)
+{
+    uint64_t sent = 0, done = 0, idle = 0, stop = 0;
+    uint64_t start = bu_now_ns(), last = start;
+    while (done < n || !stop) {
+        bool moved = false;
+        while (sent < n && sent - done < e->depth && *credits) {
+            BU_CHECK(VipPostSend(e->ep.vi, &e->data[sent % e->depth], e->dmh));
+            sent++;
+            (*credits)--;
+            moved = true;
+        }
+        VIP_DESCRIPTOR *d;
+        VIP_RETURN rc;
+        while ((rc = VipSendDone(e->ep.vi, &d)) == VIP_SUCCESS) {
+            if (d != &e->data[done % e->depth])
+                bu_die("VipSendDone returned an unexpected descriptor (out of order)");
+            bu_check_desc(d, "send");
+            done++;
+            moved = true;
+        }
+        if (rc != VIP_NOT_DONE)
+            bu_die("VipSendDone failed: %s: %s", vip_strerror(rc), vip_last_error());
+        if (take_ctl(e, credits, n)) {
+            stop = bu_now_ns();
+            if (done < n) /* every message was received, so each is on the wire */
+                moved = true;
+        }
+        if (moved) {
+            idle = 0;
+        } else if (++idle % 4096 == 0) {
+            uint64_t now = bu_now_ns();
+            if (idle == 4096)
+                last = now;
+            else if (now - last > (uint64_t)BU_WAIT_MS * 1000000u)
+                bu_die("no progress for %u s (%" PRIu64 " of %" PRIu64 " messages of %u bytes "
+                       "sent, %" PRIu64 " complete, %" PRIu64 " credits)",
+                       BU_WAIT_MS / 1000, sent, n, size, done, *credits);
+        }
+    }
+    return (double)(stop - start) / 1e9;
+}
+
+static void print_header(const struct opts *o)
+{
+    if (o->csv) {
+        printf("# vip_send_bw: streaming bandwidth; MB = 10^6 bytes, Mbit = 10^6 bits; seconds "
+               "from the first send to the receiver's ack of the last\n");
+        printf("# server NIC %s, client NIC %s, %s, tx depth %u, rx depth %u\n",
+               o->server_dev, o->client_dev, bu_reliability_name(o->rel), o->tx_depth,
+               o->rx_depth);
+        printf("bytes,iters,seconds,MB_per_s,Mbit_per_s,msgs_per_s\n");
+        return;
+    }
+    const char *line = "-----------------------------------------------------------------"
+                       "-----------------";
+    printf("%s\n", line);
+    printf("                         VIA Send Bandwidth Test\n");
+    printf(" Server NIC      : %-8s  Client NIC : %s\n", o->server_dev, o->client_dev);
+    printf(" Reliability     : %s\n", bu_reliability_name(o->rel));
+    printf(" TX depth        : %u   RX depth : %u (credit-based flow control)\n", o->tx_depth,
+           o->rx_depth);
+    printf(" Units           : MB = 10^6 bytes, Mbit = 10^6 bits, Mmsg = 10^6 messages\n");
+    printf("%s\n", line);
+    printf(" %-9s %-12s %-11s %-13s %-15s %-12s\n", "#bytes", "#iterations", "time[s]",
+           "BW[MB/s]", "BW[Mbit/s]", "rate[Mmsg/s]");
+    fflush(stdout);
+}
+
+static void client(const struct opts *o)
+{
+    struct end e = {0};
+    end_setup(&e, o, false);
+    uint64_t credits = o->rx_depth;
+    size_t slot = e.max ? e.max : 1;
+    print_header(o);
+    for (size_t k = 0; k < o->nsizes; k++) {
+        uint32_t size = o->sizes[k];
+        for (uint32_t i = 0; i < e.depth; i++) {
+            uint8_t *p = e.buf + i * slot;
+            bu_desc_init(&e.data[i], p, e.bmh, size);
+            if (size)
+                p[0] = p[size - 1] = mark_of(i);
+        }
+        uint64_t warm = warmup_for(o, size), n = iters_for(o, size);
+        if (warm)
+            send_round(&e, &credits, size, warm);
+        double sec = send_round(&e, &credits, size, n);
+        double bytes = (double)size * (double)n;
+        if (o->csv)
+            printf("%u,%" PRIu64 ",%.6f,%.2f,%.2f,%.0f\n", size, n, sec, bytes / sec / 1e6,
+                   8 * bytes / sec / 1e6, (double)n / sec);
+        else
+            printf(" %-9u %-12" PRIu64 " %-11.4f %-13.2f %-15.2f %-12.4f\n", size, n, sec,
+                   bytes / sec / 1e6, 8 * bytes / sec / 1e6, (double)n / sec / 1e6);
+        fflush(stdout);
+    }
+    if (!o->csv)
+        printf("-----------------------------------------------------------------"
+               "-----------------\n");
+    bu_close(&e.ep);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: vip_send_bw [options]\n"
+            "  Streaming bandwidth of VIA send/receive. Forks the receiver (server); the\n"
+            "  sender is this process on NIC via0.\n"
+            "  -s, --size BYTES        message size (default 65536; K/M suffixes)\n"
+            "  -a, --all               all sizes 4 B .. 1 MiB in powers of two\n"
+            "  -n, --iters N           messages per size (default 8 GiB worth, 10^4..10^6)\n"
+            "  -w, --warmup N          unmeasured messages first (default iters/10, <= 2000)\n"
+            "  -t, --tx-depth N        sends in flight (default 64)\n"
+            "  -r, --rx-depth N        receives kept posted by the receiver (default 128)\n"
+            "  -d, --dev NIC           the receiver's NIC (default via0; via1 crosses the switch)\n"
+            "      --reliability L     unreliable | delivery (default) | reception\n"
+            "      --csv               CSV output (units in the '#' header)\n"
+            "  -h, --help              this text\n"
+            "  Environment: VIPD_SOCKET (vipd's socket), VIPD_AUTOSTART=0 (do not start vipd).\n");
+}
+
+int main(int argc, char **argv)
+{
+    bu_prog = "vip_send_bw";
+    struct opts o = {.size = 65536, .warmup = UINT64_MAX, .tx_depth = 64, .rx_depth = 128,
+                     .server_dev = "via0", .client_dev = "via0",
+                     .rel = VIP_SERVICE_RELIABLE_DELIVERY};
+    static const struct option lo[] = {
+        {"size", required_argument, NULL, 's'},     {"all", no_argument, NULL, 'a'},
+        {"iters", required_argument, NULL, 'n'},    {"warmup", required_argument, NULL, 'w'},
+        {"tx-depth", required_argument, NULL, 't'}, {"rx-depth", required_argument, NULL, 'r'},
+        {"dev", required_argument, NULL, 'd'},      {"csv", no_argument, NULL, 'C'},
+        {"reliability", required_argument, NULL, 'R'},
+        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "s:an:w:t:r:d:h", lo, NULL)) != -1) {
+        switch (c) {
+        case 's': {
+            uint64_t v = bu_parse_size(optarg, "-s");
+            if (v > BU_MAX_SIZE)
+                bu_die("-s: %" PRIu64 " bytes is more than the %u-byte maximum transfer", v,
+                       BU_MAX_SIZE);
+            o.size = (uint32_t)v;
+            break;
+        }
+        case 'a': o.all = true; break;
+        case 'n': o.iters = bu_parse_count(optarg, "-n", 1, 4000000000u); break;
+        case 'w': o.warmup = bu_parse_count(optarg, "-w", 0, 4000000000u); break;
+        case 't': o.tx_depth = (uint32_t)bu_parse_count(optarg, "-t", 1, 992); break;
+        case 'r': o.rx_depth = (uint32_t)bu_parse_count(optarg, "-r", 1, 992); break;
+        case 'd': o.server_dev = optarg; break;
+        case 'C': o.csv = true; break;
+        case 'R': o.rel = bu_parse_reliability(optarg); break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "vip_send_bw: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    o.nsizes = bu_sizes(o.all, o.size, BU_MAX_SIZE, o.sizes, sizeof o.sizes / sizeof o.sizes[0]);
+    o.disc = bu_discriminator(DISC_TAG);
+
+    bu_fork_server(server, &o);
+    client(&o);
+    bu_wait_server();
+    return 0;
+}

@@ -1,0 +1,472 @@
+/*
+ * test_multi.c - many processes and many VIs at once: 4 pairs sharing a NIC,
+ * one process with 64 connected VIs driven through completion queues, wait
+ * and connection timeouts, rejection.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/tlib.h"
+#include "lib/tpp.h"
+
+/* ---- several pairs of processes on one NIC at once ---------------------------- */
+static void test_four_pairs_concurrent(void)
+{
+    enum { NP = 4 };
+    struct tpp_cfg cfg[NP];
+    struct tl_child srv[NP], cli[NP];
+    static const VIP_RELIABILITY_LEVEL rel[NP] = {
+        VIP_SERVICE_UNRELIABLE, VIP_SERVICE_RELIABLE_DELIVERY, VIP_SERVICE_RELIABLE_RECEPTION,
+        VIP_SERVICE_RELIABLE_DELIVERY};
+    for (int i = 0; i < NP; i++) {
+        srv[i].pid = cli[i].pid = -1;
+        tpp_defaults(&cfg[i], rel[i], 3000, TPP_MIXED);
+        cfg[i].sseg = 1 + (unsigned)i;
+        cfg[i].rseg = 4 - (unsigned)i;
+        cfg[i].imm_every = 5;
+        cfg[i].nrecv = 2;
+        if (i == 3) /* one pair across the two NICs */
+            snprintf(cfg[i].srv_dev, sizeof cfg[i].srv_dev, "via1");
+    }
+    for (int i = 0; i < NP; i++) {
+        CU_ASSERT_EQUAL(tl_spawn(&srv[i], tpp_child_server, &cfg[i]), 0);
+        CU_ASSERT_EQUAL(tl_spawn(&cli[i], tpp_child_client, &cfg[i]), 0);
+    }
+    for (int i = 0; i < NP; i++) {
+        TCHILD_OK(&srv[i], 120000);
+        TCHILD_OK(&cli[i], 120000);
+    }
+}
+
+/* ---- one process with many VIs, completion through CQs --------------------------- */
+enum { NVI = 64, ROUNDS = 10, MSG = 1000 };
+
+struct many {
+    char disc[NVI][17];
+};
+
+struct side {
+    struct tl_nic t;
+    struct tl_buf b;
+    VIP_CQ_HANDLE scq, rcq;
+    VIP_VI_HANDLE vi[NVI];
+};
+
+#define RDESC(s, i) ((VIP_DESCRIPTOR *)(void *)((s)->b.p + 128u * (i)))
+#define SDESC(s, i) ((VIP_DESCRIPTOR *)(void *)((s)->b.p + 128u * (NVI + (i))))
+#define RDATA(s, i) ((s)->b.p + 65536u + 4096u * (i))
+#define SDATA(s, i) ((s)->b.p + 65536u + 4096u * (NVI + (i)))
+
+static int vi_index(struct side *s, VIP_VI_HANDLE v)
+{
+    for (int i = 0; i < NVI; i++)
+        if (s->vi[i] == v)
+            return i;
+    return -1;
+}
+
+static VIP_RETURN many_setup(struct side *s)
+{
+    VIP_RETURN rc;
+    memset(s, 0, sizeof *s);
+    if ((rc = tl_open(&s->t, "via0")) != VIP_SUCCESS ||
+        (rc = tl_buf_alloc(&s->t, &s->b, 65536u + 4096u * 2 * NVI)) != VIP_SUCCESS ||
+        (rc = VipCreateCQ(s->t.nic, 4 * NVI, &s->scq)) != VIP_SUCCESS ||
+        (rc = VipCreateCQ(s->t.nic, 4 * NVI, &s->rcq)) != VIP_SUCCESS)
+        return rc;
+    for (int i = 0; i < NVI; i++) {
+        if ((rc = tl_vi(&s->t, VIP_SERVICE_RELIABLE_DELIVERY, s->scq, s->rcq, &s->vi[i])) !=
+            VIP_SUCCESS)
+            return rc;
+        tl_desc_1(RDESC(s, i), RDATA(s, i), 4096, s->b.mh);
+        if ((rc = VipPostRecv(s->vi[i], RDESC(s, i), s->b.mh)) != VIP_SUCCESS)
+            return rc;
+    }
+    return VIP_SUCCESS;
+}
+
+static void many_teardown(struct side *s)
+{
+    for (int i = 0; i < NVI; i++)
+        if (s->vi[i]) {
+            VipDisconnect(s->vi[i]);
+            VipDestroyVi(s->vi[i]);
+        }
+    if (s->scq)
+        VipDestroyCQ(s->scq);
+    if (s->rcq)
+        VipDestroyCQ(s->rcq);
+    tl_buf_free(&s->b);
+    tl_close(&s->t);
+}
+
+/* Send the message (vi i, round r) on VI i; its completion goes to the send CQ. */
+static VIP_RETURN many_send(struct side *s, int i, unsigned r)
+{
+    uint32_t seq = (uint32_t)i * 1000u + r;
+    tl_fill(SDATA(s, i), MSG, seq);
+    tl_desc_1(SDESC(s, i), SDATA(s, i), MSG, s->b.mh);
+    SDESC(s, i)->CS.Control |= VIP_CONTROL_IMMEDIATE;
+    SDESC(s, i)->CS.ImmediateData = seq;
+    return VipPostSend(s->vi[i], SDESC(s, i), s->b.mh);
+}
+
+/* Take one receive completion through the CQ; check it; repost; returns
+ * the VI index or -1 with a reason. */
+static int many_recv(struct side *s, unsigned r, char *why, size_t cap)
+{
+    VIP_VI_HANDLE v;
+    VIP_BOOLEAN isr;
+    VIP_DESCRIPTOR *d;
+    VIP_RETURN rc;
+    for (;;) {
+        rc = VipCQWait(s->rcq, 10000, &v, &isr);
+        if (rc != VIP_SUCCESS) {
+            snprintf(why, cap, "VipCQWait(recv): %s (%s)", vip_strerror(rc), vip_last_error());
+            return -1;
+        }
+        if (isr)
+            break;
+        snprintf(why, cap, "send completion on the receive CQ");
+        return -1;
+    }
+    int i = vi_index(s, v);
+    if (i < 0) {
+        snprintf(why, cap, "CQ named an unknown VI %p", v);
+        return -1;
+    }
+    if ((rc = VipRecvDone(v, &d)) != VIP_SUCCESS || d != RDESC(s, i)) {
+        snprintf(why, cap, "VI %d: VipRecvDone after the CQ entry: %s", i, vip_strerror(rc));
+        return -1;
+    }
+    uint32_t seq = (uint32_t)i * 1000u + r;
+    if ((d->CS.Status & (VIP_STATUS_ERROR_MASK | VIP_STATUS_DONE)) != VIP_STATUS_DONE ||
+        d->CS.Length != MSG || !(d->CS.Status & VIP_STATUS_IMMEDIATE) ||
+        d->CS.ImmediateData != seq || tl_verify(RDATA(s, i), MSG, seq) != -1) {
+        snprintf(why, cap, "VI %d round %u: status 0x%x length %u imm %u (expected %u)", i, r,
+                 d->CS.Status, d->CS.Length, d->CS.ImmediateData, seq);
+        return -1;
+    }
+    tl_desc_1(RDESC(s, i), RDATA(s, i), 4096, s->b.mh);
+    if ((rc = VipPostRecv(v, RDESC(s, i), s->b.mh)) != VIP_SUCCESS) {
+        snprintf(why, cap, "repost: %s", vip_strerror(rc));
+        return -1;
+    }
+    return i;
+}
+
+/* Reap n send completions through the send CQ. */
+static int many_reap_sends(struct side *s, int n, char *why, size_t cap)
+{
+    for (int k = 0; k < n; k++) {
+        VIP_VI_HANDLE v;
+        VIP_BOOLEAN isr;
+        VIP_DESCRIPTOR *d;
+        VIP_RETURN rc = VipCQWait(s->scq, 10000, &v, &isr);
+        if (rc != VIP_SUCCESS || isr) {
+            snprintf(why, cap, "VipCQWait(send): %s isRecv %d", vip_strerror(rc), isr);
+            return -1;
+        }
+        int i = vi_index(s, v);
+        if (i < 0 || VipSendDone(v, &d) != VIP_SUCCESS || d != SDESC(s, i) ||
+            (d->CS.Status & VIP_STATUS_ERROR_MASK)) {
+            snprintf(why, cap, "send completion of VI %d bad", i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The client: connects its 64 VIs, then each round sends on every VI and
+ * collects every echo through the CQ. */
+static int many_client(void *arg)
+{
+    struct many *m = arg;
+    struct side s;
+    char why[256];
+    TC_RC(many_setup(&s), VIP_SUCCESS);
+    for (int i = 0; i < NVI; i++)
+        TC_RC(tl_request(&s.t, s.vi[i], "via0", m->disc[i], 20000), VIP_SUCCESS);
+    for (unsigned r = 0; r < ROUNDS; r++) {
+        for (int i = 0; i < NVI; i++)
+            TC_RC(many_send(&s, i, r), VIP_SUCCESS);
+        if (many_reap_sends(&s, NVI, why, sizeof why))
+            tl_child_fail(__FILE__, __LINE__, "client: %s", why);
+        unsigned long seen[NVI] = {0};
+        for (int k = 0; k < NVI; k++) {
+            int i = many_recv(&s, r, why, sizeof why);
+            if (i < 0)
+                tl_child_fail(__FILE__, __LINE__, "client round %u: %s", r, why);
+            if (seen[i]++)
+                tl_child_fail(__FILE__, __LINE__, "VI %d completed twice in a round", i);
+        }
+    }
+    /* nothing left over */
+    VIP_VI_HANDLE v;
+    VIP_BOOLEAN isr;
+    TC_RC(VipCQDone(s.rcq, &v, &isr), VIP_NOT_DONE);
+    TC_RC(VipCQDone(s.scq, &v, &isr), VIP_NOT_DONE);
+    TC_CHECK(tl_child_take(30000) == 'q');
+    many_teardown(&s);
+    return 0;
+}
+
+static void test_many_vis_with_cqs(void)
+{
+    struct many m;
+    struct side s;
+    struct tl_child ch = {.pid = -1};
+    char why[256];
+    for (int i = 0; i < NVI; i++)
+        tl_discrim(m.disc[i], "v");
+    TCHK(tl_spawn(&ch, many_client, &m) == 0);
+    TRC(many_setup(&s), VIP_SUCCESS);
+    for (int i = 0; i < NVI; i++)
+        TRC(tl_accept(&s.t, s.vi[i], m.disc[i], 20000), VIP_SUCCESS);
+    for (int i = 0; i < NVI; i++)
+        CU_ASSERT_EQUAL(tl_vi_state(s.vi[i]), VIP_STATE_CONNECTED);
+    /* 64 VIs of this process and 64 of the child appear in vipctl vis */
+    char *out = malloc(1 << 20);
+    TCHK(out != NULL);
+    CU_ASSERT_EQUAL(tl_vipctl("vis", out, 1 << 20), 0);
+    unsigned lines = 0;
+    for (char *p = out; (p = strstr(p, "CONNECTED")); p++)
+        lines++;
+    CU_ASSERT(lines >= 2 * NVI);
+    free(out);
+    for (unsigned r = 0; r < ROUNDS; r++) {
+        for (int k = 0; k < NVI; k++) {
+            int i = many_recv(&s, r, why, sizeof why);
+            if (i < 0) {
+                fprintf(stderr, "\n  server round %u: %s\n", r, why);
+                CU_FAIL("server receive");
+                goto out;
+            }
+            /* echo: the same message back on the same VI */
+            TRC(many_send(&s, i, r), VIP_SUCCESS);
+        }
+        if (many_reap_sends(&s, NVI, why, sizeof why)) {
+            fprintf(stderr, "\n  server: %s\n", why);
+            CU_FAIL("server send completions");
+            goto out;
+        }
+    }
+    tl_parent_post(&ch, 'q');
+out:
+    many_teardown(&s);
+    TCHILD_OK(&ch, 60000);
+}
+
+/* ---- timeouts ---------------------------------------------------------------------- */
+static int idle_server(void *arg)
+{
+    const char *disc = arg;
+    struct tl_nic t;
+    VIP_VI_HANDLE vi;
+    TC_RC(tl_open(&t, "via0"), VIP_SUCCESS);
+    TC_RC(tl_vi(&t, VIP_SERVICE_RELIABLE_DELIVERY, NULL, NULL, &vi), VIP_SUCCESS);
+    TC_RC(tl_accept(&t, vi, disc, 20000), VIP_SUCCESS);
+    TC_CHECK(tl_child_take(30000) == 'q');
+    VipDisconnect(vi);
+    VipDestroyVi(vi);
+    tl_close(&t);
+    return 0;
+}
+
+static void test_wait_timeouts_connected(void)
+{
+    char disc[17];
+    struct tl_child ch = {.pid = -1};
+    struct tl_nic t = {0};
+    struct tl_buf b = {0};
+    VIP_VI_HANDLE vi = NULL;
+    VIP_CQ_HANDLE cq = NULL;
+    VIP_DESCRIPTOR *d;
+    tl_discrim(disc, "t");
+    TCHK(tl_spawn(&ch, idle_server, disc) == 0);
+    TRC(tl_open(&t, "via0"), VIP_SUCCESS);
+    TRC(tl_buf_alloc(&t, &b, 8192), VIP_SUCCESS);
+    TRC(VipCreateCQ(t.nic, 8, &cq), VIP_SUCCESS);
+    TRC(tl_vi(&t, VIP_SERVICE_RELIABLE_DELIVERY, NULL, cq, &vi), VIP_SUCCESS);
+    tl_desc_1((VIP_DESCRIPTOR *)(void *)b.p, b.p + 4096, 4096, b.mh);
+    TRC(VipPostRecv(vi, (VIP_DESCRIPTOR *)(void *)b.p, b.mh), VIP_SUCCESS);
+    TRC(tl_request(&t, vi, "via0", disc, 20000), VIP_SUCCESS);
+    uint64_t t0 = tl_now_ms();
+    TRC_SOFT(VipRecvWait(vi, 50, &d), VIP_TIMEOUT);
+    uint64_t dt = tl_now_ms() - t0;
+    CU_ASSERT(dt >= 45 && dt < 2000);
+    TRC_SOFT(VipRecvDone(vi, &d), VIP_NOT_DONE);
+    TRC_SOFT(VipSendDone(vi, &d), VIP_NOT_DONE);
+    VIP_VI_HANDLE v;
+    VIP_BOOLEAN isr;
+    t0 = tl_now_ms();
+    TRC_SOFT(VipCQWait(cq, 80, &v, &isr), VIP_TIMEOUT);
+    dt = tl_now_ms() - t0;
+    CU_ASSERT(dt >= 75 && dt < 2000);
+    TRC_SOFT(VipCQDone(cq, &v, &isr), VIP_NOT_DONE);
+    t0 = tl_now_ms();
+    TRC_SOFT(VipRecvWait(vi, 0, &d), VIP_TIMEOUT);
+    CU_ASSERT(tl_now_ms() - t0 < 1000);
+    CU_ASSERT_EQUAL(tl_vi_state(vi), VIP_STATE_CONNECTED);
+    tl_parent_post(&ch, 'q');
+out:
+    if (vi) {
+        VipDisconnect(vi);
+        VipDestroyVi(vi);
+    }
+    if (cq)
+        VipDestroyCQ(cq);
+    tl_buf_free(&b);
+    tl_close(&t);
+    if (ch.pid > 0)
+        tl_parent_post(&ch, 'q');
+    TCHILD_OK(&ch, 30000);
+}
+
+static void test_connect_wait_timeout(void)
+{
+    struct tl_nic t = {0};
+    char disc[17];
+    VIP_NET_ADDRESS *local = NULL, *remote = NULL;
+    VIP_CONN_HANDLE conn;
+    VIP_VI_ATTRIBUTES ra;
+    tl_discrim(disc, "w");
+    TRC(tl_open(&t, "via0"), VIP_SUCCESS);
+    local = tl_addr(t.nic, "localhost", disc);
+    remote = calloc(1, sizeof *remote + 6 + 16);
+    TCHK(local && remote);
+    uint64_t t0 = tl_now_ms();
+    TRC_SOFT(VipConnectWait(t.nic, local, 100, remote, &ra, &conn), VIP_TIMEOUT);
+    uint64_t dt = tl_now_ms() - t0;
+    CU_ASSERT(dt >= 90 && dt < 3000);
+    /* twice in a row: the first wait left nothing behind */
+    TRC_SOFT(VipConnectWait(t.nic, local, 50, remote, &ra, &conn), VIP_TIMEOUT);
+out:
+    free(local);
+    free(remote);
+    tl_close(&t);
+}
+
+static void test_connect_request_timeout(void)
+{
+    struct tl_nic t = {0};
+    VIP_VI_HANDLE vi = NULL;
+    char disc[17];
+    tl_discrim(disc, "nobody");
+    TRC(tl_open(&t, "via0"), VIP_SUCCESS);
+    TRC(tl_vi(&t, VIP_SERVICE_RELIABLE_DELIVERY, NULL, NULL, &vi), VIP_SUCCESS);
+    uint64_t t0 = tl_now_ms();
+    TRC_SOFT(tl_request(&t, vi, "via1", disc, 100), VIP_TIMEOUT);
+    uint64_t dt = tl_now_ms() - t0;
+    CU_ASSERT(dt >= 90 && dt < 3000);
+    CU_ASSERT_EQUAL(tl_vi_state(vi), VIP_STATE_IDLE);
+    /* the VI can still be used: its request left nothing behind */
+    TRC_SOFT(tl_request(&t, vi, "via0", disc, 50), VIP_TIMEOUT);
+out:
+    if (vi)
+        TRC_SOFT(VipDestroyVi(vi), VIP_SUCCESS);
+    tl_close(&t);
+}
+
+/* A late server: the request waits in vipd until the wait arrives. The
+ * server child opens nothing until the parent has seen the client's VI
+ * pending in `vipctl vis`. */
+static int late_server(void *arg)
+{
+    if (tl_child_take(30000) != 'g')
+        tl_child_fail(__FILE__, __LINE__, "no go token");
+    return tpp_child_server(arg);
+}
+
+static int vis_has(pid_t pid, const char *state)
+{
+    char *out = malloc(1 << 20);
+    int found = 0;
+    if (out && tl_vipctl("vis", out, 1 << 20) == 0) {
+        for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+            char nic[16], st[16];
+            unsigned vi, p;
+            char prog[64];
+            if (sscanf(line, "%15s %u %u %63s %15s", nic, &vi, &p, prog, st) == 5 &&
+                p == (unsigned)pid && (!state || strcmp(st, state) == 0))
+                found = 1;
+        }
+    }
+    free(out);
+    return found;
+}
+
+static void test_request_before_wait(void)
+{
+    struct tpp_cfg c;
+    tpp_defaults(&c, VIP_SERVICE_RELIABLE_DELIVERY, 100, TPP_SMALL);
+    struct tl_child srv = {.pid = -1}, cli = {.pid = -1};
+    TCHK(tl_spawn(&srv, late_server, &c) == 0);
+    TCHK(tl_spawn(&cli, tpp_child_client, &c) == 0);
+    int pending = 0;
+    for (int i = 0; i < 200 && !pending; i++) {
+        pending = vis_has(cli.pid, "PENDING");
+        if (!pending)
+            usleep(25000);
+    }
+    CU_ASSERT_TRUE(pending);
+    tl_parent_post(&srv, 'g');
+out:
+    TCHILD_OK(&srv, 60000);
+    TCHILD_OK(&cli, 60000);
+}
+
+static int rejecting_server(void *arg)
+{
+    const char *disc = arg;
+    struct tl_nic t;
+    TC_RC(tl_open(&t, "via1"), VIP_SUCCESS);
+    VIP_NET_ADDRESS *local = tl_addr(t.nic, "localhost", disc);
+    VIP_NET_ADDRESS *remote = calloc(1, sizeof *remote + 6 + 16);
+    TC_CHECK(local && remote);
+    VIP_CONN_HANDLE conn;
+    VIP_VI_ATTRIBUTES ra;
+    TC_RC(VipConnectWait(t.nic, local, 20000, remote, &ra, &conn), VIP_SUCCESS);
+    TC_CHECK(remote->HostAddressLen == 6 && remote->DiscriminatorLen <= 16);
+    TC_RC(VipConnectReject(conn), VIP_SUCCESS);
+    free(local);
+    free(remote);
+    tl_close(&t);
+    return 0;
+}
+
+static void test_reject(void)
+{
+    char disc[17];
+    struct tl_child ch = {.pid = -1};
+    struct tl_nic t = {0};
+    VIP_VI_HANDLE vi = NULL;
+    tl_discrim(disc, "j");
+    TCHK(tl_spawn(&ch, rejecting_server, disc) == 0);
+    TRC(tl_open(&t, "via0"), VIP_SUCCESS);
+    TRC(tl_vi(&t, VIP_SERVICE_UNRELIABLE, NULL, NULL, &vi), VIP_SUCCESS);
+    TRC_SOFT(tl_request(&t, vi, "via1", disc, 20000), VIP_REJECT);
+    CU_ASSERT_EQUAL(tl_vi_state(vi), VIP_STATE_IDLE);
+out:
+    if (vi)
+        VipDestroyVi(vi);
+    tl_close(&t);
+    TCHILD_OK(&ch, 30000);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct tl_test tests[] = {
+        TL_TEST(test_four_pairs_concurrent),
+        TL_TEST(test_many_vis_with_cqs),
+        TL_TEST(test_wait_timeouts_connected),
+        TL_TEST(test_connect_wait_timeout),
+        TL_TEST(test_connect_request_timeout),
+        TL_TEST(test_request_before_wait),
+        TL_TEST(test_reject),
+        TL_END,
+    };
+    return tl_main(argc, argv, "multi", tests);
+}
