@@ -220,11 +220,11 @@ static void client(const struct opts *o)
         for (uint64_t i = 0; i < total; i++) {
             t[i] = bu_now_ns();
             post_send(&e, size, i);
-            /* Reap the send before waiting for the reply: a message larger
-             * than the link's ring leaves the send pipeline stalled after
-             * VipPostSend, and only VipSendDone/Wait move it on. */
-            reap_send(&e);
+            /* A message larger than the link's ring is still partly to go
+             * here: waiting for the reply must move it on (VipRecvWait
+             * progresses the VI's send queue too). */
             recv_one(&e, size, i);
+            reap_send(&e);
         }
         t[total] = bu_now_ns();
         for (uint64_t i = 0; i < n; i++)

@@ -144,16 +144,16 @@ static void gather(const struct fw_xdes *d, uint32_t off, uint8_t *dst, uint32_t
     }
 }
 
-/* Paced: when the last byte of a fragment reaches the receiving NIC. The
- * link is cut-through, so it trails the transmission by the switch. */
-static uint64_t arrive_time(const struct fw_vi *vi, uint32_t end_off)
+/* Paced: when the message's last byte reaches the receiving NIC (the link
+ * is cut-through, so it trails the transmission by the switch). The
+ * modelled NIC sends a message as one packet and the receiver stores it
+ * whole before R3, so every fragment of ours carries that same time: the
+ * emulation's fragmenting must not let the receiver start early. */
+static uint64_t arrive_time(const struct fw_vi *vi)
 {
     if (!vi->nic->paced)
         return 0;
-    uint32_t total = vi->txd.total;
-    double frac = total ? (double)end_off / total : 1.0;
-    return vi->tx_span_start + (uint64_t)(frac * (double)vi->tx_span_ns) +
-           (uint64_t)vi->nic->prof->switch_ns;
+    return vi->tx_span_start + vi->tx_span_ns + (uint64_t)vi->nic->prof->switch_ns;
 }
 
 /* T4 XData + T5 Transmit, one fragment per turn until the message is out. */
@@ -182,7 +182,7 @@ static int tx_xdata(struct fw_vi *vi)
             .src_nic = vi->nic->nic_index, .dst_nic = vi->chan->nic[1 - vi->side],
             .dst_vi = vi->peer_vi, .conn_id = vi->chan->conn_id, .msg_seq = vi->tx_seq,
             .msg_len = d->total, .frag_off = vi->tx_off, .frag_len = frag, .imm = d->imm,
-            .arrive_ns = arrive_time(vi, vi->tx_off + frag)};
+            .arrive_ns = arrive_time(vi)};
         fw_link_publish(dir, h);
         vi->tx_off += frag;
         FW_TRACE(vi->nic, VIA_ST_T5_TRANSMIT, vi->vi_id, vi->tx_seq, frag);

@@ -132,9 +132,16 @@ VIP_RETURN vipl_wait(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn read
         struct via_event_page *ev = n->ev;
         uint32_t seq = atomic_load(&ev->seq);
         atomic_fetch_add(&ev->sleepers, 1);
+        n->fw.next_release = 0;
         if (ready(arg)) {
             atomic_fetch_sub(&ev->sleepers, 1);
             return VIP_SUCCESS;
+        }
+        if (n->fw.next_release) {
+            /* What we wait for has arrived and is held until its modelled
+             * time: nobody will wake us for it, so do not sleep. */
+            atomic_fetch_sub(&ev->sleepers, 1);
+            continue;
         }
         uint64_t left = deadline - now;
         /* Wake at least once a second: bounds the cost of any lost wake-up. */
