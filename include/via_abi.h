@@ -94,7 +94,8 @@ struct via_vi_counters {
     _Atomic uint64_t rx_dropped;  /* arrived with no receive posted */
     _Atomic uint64_t desc_errors; /* descriptors completed in error */
     _Atomic uint64_t sq_posted, sq_done, rq_posted, rq_done;
-    uint64_t reserved[6];
+    _Atomic uint64_t tx_descless, tx_merged; /* sends that took an extension path */
+    uint64_t reserved[4];
 };
 static_assert(sizeof(struct via_vi_counters) == 128, "vi counters");
 

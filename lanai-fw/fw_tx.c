@@ -214,8 +214,12 @@ static int tx_updt(struct fw_vi *vi)
     if (vi->nic->paced && !fw_release_due(vi->nic, vi->tx_release))
         return FW_TX_BLOCKED;
     const struct via_db_token *tok = tx_token(vi);
-    if (vi->tx_mode == FW_EXT_DESCLESS)
+    if (vi->tx_mode == FW_EXT_DESCLESS) {
         ext_descless_done(vi, tok);
+        fw_count(&vi->db->cnt.tx_descless, 1);
+    } else if (vi->tx_mode == FW_EXT_MERGED) {
+        fw_count(&vi->db->cnt.tx_merged, 1);
+    }
     uint32_t status = (vi->txd.control & VIP_CONTROL_IMMEDIATE) ? VIP_STATUS_IMMEDIATE : 0;
     fw_updt(vi, &vi->txd, false, status, vi->txd.total);
     vi->sq.head++;
