@@ -383,6 +383,35 @@ static inline void bu_desc_init(VIP_DESCRIPTOR *d, void *buf, VIP_MEM_HANDLE mh,
     d->DS[0].Local.Length = len;
 }
 
+/*
+ * Orderly end. The client says "bye" (an empty message) once it has reaped
+ * everything; the server disconnects only after it got it. Otherwise the
+ * server could disconnect while the client still reaps its last
+ * completions, and VIA flushes a VI's queues when its peer disconnects.
+ */
+static inline void bu_bye_send(struct bu_ep *ep, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE dmh)
+{
+    ep->closing = 1; /* the server may go as soon as the bye is out */
+    bu_desc_init(d, NULL, 0, 0);
+    BU_CHECK(VipPostSend(ep->vi, d, dmh));
+    VIP_DESCRIPTOR *x;
+    VIP_RETURN rc = VipSendWait(ep->vi, BU_WAIT_MS, &x);
+    if (rc != VIP_SUCCESS)
+        bu_die("sending the final bye: %s: %s", vip_strerror(rc), vip_last_error());
+}
+
+static inline void bu_bye_wait(struct bu_ep *ep)
+{
+    VIP_DESCRIPTOR *d;
+    VIP_RETURN rc = VipRecvWait(ep->vi, BU_WAIT_MS, &d);
+    if (rc != VIP_SUCCESS)
+        bu_die("waiting for the client's bye: %s: %s", vip_strerror(rc), vip_last_error());
+    bu_check_desc(d, "bye");
+    if (d->CS.Length != 0)
+        bu_die("expected the client's empty bye, got %u bytes", (unsigned)d->CS.Length);
+    ep->closing = 1;
+}
+
 /* ---- the two processes ------------------------------------------------------------- */
 
 /* A discriminator nobody else on this vipd uses: program tag + our pid. */

@@ -104,6 +104,7 @@ static void server(void *arg)
         send_one(&s, 4);
         reap_sends(&s);
     }
+    bu_bye_wait(&s.ep);
     bu_close(&s.ep);
 }
 
@@ -181,6 +182,8 @@ int main(int argc, char **argv)
         gap[r] = ((double)(t1 - t0) / 1000.0 - oneway.median) / o.burst;
     }
     struct bu_stats g = bu_stats_of(gap, 3);
+    bu_bye_send(&s.ep, &s.sd[s.shead++ % RQ], s.dmh);
+    s.stail++;
     bu_wait_server();
     bu_close(&s.ep);
 

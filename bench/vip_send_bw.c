@@ -209,6 +209,7 @@ static void server(void *arg)
     reap_ctl_sends(&e, false);
     while (e.ctl_done < e.ctl_posted)
         reap_ctl_sends(&e, true);
+    bu_bye_wait(&e.ep);
     bu_close(&e.ep);
 }
 
@@ -348,6 +349,7 @@ static void client(const struct opts *o)
     if (!o->csv)
         printf("-----------------------------------------------------------------"
                "-----------------\n");
+    bu_bye_send(&e.ep, &e.data[0], e.dmh);
     bu_close(&e.ep);
 }
 

@@ -162,6 +162,7 @@ static void server(void *arg)
             reap_send(&e);
         }
     }
+    bu_bye_wait(&e.ep);
     bu_close(&e.ep);
 }
 
@@ -235,6 +236,7 @@ static void client(const struct opts *o)
     if (!o->csv)
         printf("-------------------------------------------------------------------------"
                "------------------\n");
+    bu_bye_send(&e.ep, e.sdesc, e.dmh);
     bu_close(&e.ep);
     free(t);
     free(lat);

@@ -165,6 +165,8 @@ struct kd_state {
     uint32_t host_id;
     char hostname[256];
     bool trace_on;
+    struct via_trace_rec *trace_kept; /* records of sessions that ended */
+    size_t trace_nkept;
     bool stop;
     uint32_t next_session_id, next_conn_id;
     uint64_t last_session_end_ns; /* idle timer origin */
@@ -223,6 +225,10 @@ kd_handler_fn kd_op_create_vi, kd_op_destroy_vi, kd_op_set_vi, kd_op_create_cq,
     kd_op_destroy_cq;
 kd_handler_fn kd_op_conn_wait, kd_op_conn_accept, kd_op_conn_reject, kd_op_conn_request,
     kd_op_disconnect, kd_op_vi_error;
+/* Keep the stage trace of a session that ends, for `vipctl trace dump|stats`. */
+void kd_trace_keep(const struct kd_session *s);
+void kd_trace_free(void);
+
 kd_handler_fn kd_op_list_nics, kd_op_list_vis, kd_op_list_mem, kd_op_trace, kd_op_shutdown,
     kd_op_ping;
 

@@ -599,6 +599,7 @@ int main(int argc, char **argv)
     close(lsock);
     close(lockfd);
     free(kd.ptag);
+    kd_trace_free();
     kd_info("stopped");
     return 0;
 }

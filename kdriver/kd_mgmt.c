@@ -151,9 +151,74 @@ static int by_time(const void *x, const void *y)
     return a->t_ns < b->t_ns ? -1 : a->t_ns > b->t_ns;
 }
 
+/* Copy the consistent records of one status page (the client may be writing
+ * it; a record being overwritten has seq_begin != seq_end and is skipped). */
+static size_t harvest(const struct via_status_page *st, struct via_trace_rec *out)
+{
+    uint64_t head = atomic_load_explicit(&st->trace_head, memory_order_acquire);
+    uint64_t cnt = head < VIA_TRACE_SLOTS ? head : VIA_TRACE_SLOTS;
+    size_t n = 0;
+    for (uint64_t i = head - cnt; i != head; i++) {
+        const struct via_trace_rec *src = &st->trace[i % VIA_TRACE_SLOTS];
+        uint32_t b = atomic_load_explicit(&src->seq_begin, memory_order_acquire);
+        struct via_trace_rec t;
+        t.stage = src->stage;
+        t.vi_id = src->vi_id;
+        t.t_ns = src->t_ns;
+        t.msg_seq = src->msg_seq;
+        t.len = src->len;
+        t.dur_ns = src->dur_ns;
+        atomic_thread_fence(memory_order_acquire);
+        uint32_t e = atomic_load_explicit(&src->seq_end, memory_order_relaxed);
+        if (b != e || t.stage >= VIA_ST_NSTAGES)
+            continue;
+        atomic_init(&t.seq_begin, b);
+        atomic_init(&t.seq_end, e);
+        out[n++] = t;
+    }
+    return n;
+}
+
+/* Programs measured with the trace on have usually exited by the time
+ * someone asks for it: keep what their NICs recorded, up to a bound. */
+#define TRACE_KEEP_MAX (VIA_CTL_MAX_BODY / sizeof(struct via_trace_rec))
+
+void kd_trace_keep(const struct kd_session *s)
+{
+    if (!kd.trace_on && !atomic_load(&s->st->trace_head))
+        return;
+    struct via_trace_rec *tmp = malloc(VIA_TRACE_SLOTS * sizeof *tmp);
+    if (!tmp)
+        return;
+    size_t n = harvest(s->st, tmp);
+    if (!kd.trace_kept && n)
+        kd.trace_kept = malloc(TRACE_KEEP_MAX * sizeof *kd.trace_kept);
+    if (kd.trace_kept && n) {
+        if (kd.trace_nkept + n > TRACE_KEEP_MAX) { /* drop the oldest */
+            size_t drop = kd.trace_nkept + n - TRACE_KEEP_MAX;
+            if (drop > kd.trace_nkept)
+                drop = kd.trace_nkept;
+            memmove(kd.trace_kept, kd.trace_kept + drop,
+                    (kd.trace_nkept - drop) * sizeof *kd.trace_kept);
+            kd.trace_nkept -= drop;
+        }
+        size_t room = TRACE_KEEP_MAX - kd.trace_nkept, k = n < room ? n : room;
+        memcpy(kd.trace_kept + kd.trace_nkept, tmp + (n - k), k * sizeof *tmp);
+        kd.trace_nkept += k;
+    }
+    free(tmp);
+}
+
+void kd_trace_free(void)
+{
+    free(kd.trace_kept);
+    kd.trace_kept = NULL;
+    kd.trace_nkept = 0;
+}
+
 static void trace_dump(struct kd_reply *r)
 {
-    size_t total = 0;
+    size_t total = kd.trace_nkept;
     for (struct kd_session *s = kd.sessions; s; s = s->next)
         total += VIA_TRACE_SLOTS;
     struct via_trace_rec *all = total ? malloc(total * sizeof *all) : NULL;
@@ -161,30 +226,11 @@ static void trace_dump(struct kd_reply *r)
         kd_fail(r, VIP_ERROR_RESOURCE, "vipd is out of memory for the trace dump");
         return;
     }
-    size_t n = 0;
-    for (struct kd_session *s = kd.sessions; s; s = s->next) {
-        struct via_status_page *st = s->st;
-        uint64_t head = atomic_load_explicit(&st->trace_head, memory_order_acquire);
-        uint64_t cnt = head < VIA_TRACE_SLOTS ? head : VIA_TRACE_SLOTS;
-        for (uint64_t i = head - cnt; i != head; i++) {
-            struct via_trace_rec *src = &st->trace[i % VIA_TRACE_SLOTS];
-            uint32_t b = atomic_load_explicit(&src->seq_begin, memory_order_acquire);
-            struct via_trace_rec t;
-            t.stage = src->stage;
-            t.vi_id = src->vi_id;
-            t.t_ns = src->t_ns;
-            t.msg_seq = src->msg_seq;
-            t.len = src->len;
-            t.dur_ns = src->dur_ns;
-            atomic_thread_fence(memory_order_acquire);
-            uint32_t e = atomic_load_explicit(&src->seq_end, memory_order_relaxed);
-            if (b != e)
-                continue; /* being overwritten while we read it */
-            atomic_init(&t.seq_begin, b);
-            atomic_init(&t.seq_end, e);
-            all[n++] = t;
-        }
-    }
+    size_t n = kd.trace_nkept;
+    if (n)
+        memcpy(all, kd.trace_kept, n * sizeof *all);
+    for (struct kd_session *s = kd.sessions; s; s = s->next)
+        n += harvest(s->st, all + n);
     if (n)
         qsort(all, n, sizeof *all, by_time);
     size_t cap = VIA_CTL_MAX_BODY / sizeof *all, skip = n > cap ? n - cap : 0;
@@ -209,8 +255,13 @@ void kd_op_trace(struct kd_client *c, uint64_t cookie, const void *body, struct 
         return;
     }
     kd.trace_on = q->on == 1;
-    for (struct kd_session *s = kd.sessions; s; s = s->next)
+    if (kd.trace_on)
+        kd_trace_free(); /* a new trace starts empty */
+    for (struct kd_session *s = kd.sessions; s; s = s->next) {
         atomic_store(&s->st->trace_on, q->on);
+        if (kd.trace_on)
+            atomic_store(&s->st->trace_head, 0);
+    }
     kd_info("stage trace %s", q->on ? "on" : "off");
 }
 

@@ -409,6 +409,7 @@ void kd_session_end(struct kd_session *s, const char *why)
             c->dead = true;
     }
     kd_conn_session_gone(s);
+    kd_trace_keep(s);
     unsigned nvis = 0, ncqs = 0, nregions = s->nregions;
     kd_vi_session_free(s, &nvis, &ncqs);
     kd_mem_session_free(s);

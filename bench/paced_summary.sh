@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# paced_summary.sh RESULTS_DIR PROFILE... - the tables of `make bench`
+# from the files run_paced.sh wrote: measured medians, with the timing
+# model's prediction (vip_model) beside each.
+set -euo pipefail
+RES=$1
+shift
+MODES=(standard descriptorless merged)
+
+# value of a model quantity: model PROF QUANTITY
+model() { awk -F, -v q="$2" '$2 == q { print $3; exit }' "$RES/$1_model.csv"; }
+# median one-way latency of SIZE in PROF/MODE
+lat() { awk -F, -v s="$3" '/^#/ || /^bytes,/ { next } $1 == s { print $4; exit }' "$RES/$1_$2_latency.csv"; }
+bw() { awk -F, -v s="$3" '/^#/ || /^bytes,/ { next } $1 == s { print $5; exit }' "$RES/$1_$2_bandwidth.csv"; }
+# least-squares slope of median latency over 4 B .. 4 KB, as Mbit/s
+slope() {
+    awk -F, '/^#/ || /^bytes,/ { next } $1 >= 4 && $1 <= 4096 { n++; x += $1; y += $4; xx += $1 * $1; xy += $1 * $4 }
+        END { b = (n * xy - x * y) / (n * xx - x * x); if (b > 0) printf "%.1f", 8 / b; else print "nan" }' \
+        "$RES/$1_standard_latency.csv"
+}
+target() { case $1 in sbus) echo "23 185" ;; pci) echo "26 360" ;; *) echo "- -" ;; esac; }
+verdict() { # measured target tolerance
+    awk -v m="$1" -v t="$2" 'BEGIN { if (t == "-") { print "" } else { d = (m - t) / t; printf "%+.1f%% %s", 100 * d, (d < 0 ? -d : d) <= 0.10 ? "PASS" : "MISS" } }'
+}
+
+echo "Calibration (DESIGN.md section 5): target within 10%"
+printf '  %-8s %22s %10s   %26s %10s\n' profile "4-byte one-way [us]" target "ping-pong slope [Mbit/s]" target
+for p in "$@"; do
+    read -r tl ts <<<"$(target "$p")"
+    l=$(lat "$p" standard 4)
+    s=$(slope "$p")
+    printf '  %-8s %22s %10s   %26s %10s\n' "$p" "$l ($(verdict "$l" "$tl"))" "$tl" \
+        "$s ($(verdict "$s" "$ts"))" "$ts"
+done
+echo
+
+echo "4-byte one-way latency by extension mode [us], median measured (model prediction)"
+printf '  %-8s' profile
+for m in "${MODES[@]}"; do printf ' %22s' "$m"; done
+echo
+for p in "$@"; do
+    printf '  %-8s' "$p"
+    for m in "${MODES[@]}"; do
+        printf ' %22s' "$(lat "$p" "$m" 4) ($(printf '%.2f' "$(model "$p" "ext_${m}_4B")"))"
+    done
+    echo
+done
+echo
+
+echo "LogP, 4-byte messages [us], median measured (model prediction)"
+printf '  %-8s %18s %18s %18s %18s\n' profile o_s o_r g L
+for p in "$@"; do
+    read -r _ os or g L < <(awk -F, '/^#/ || /^bytes,/ { next } NF > 5 { print $2, $3, $4, $5, $6; exit }' "$RES/${p}_logp.csv")
+    printf '  %-8s %18s %18s %18s %18s\n' "$p" "$os ($(printf '%.2f' "$(model "$p" o_s)"))" \
+        "$or ($(printf '%.2f' "$(model "$p" o_r)"))" "$g ($(printf '%.2f' "$(model "$p" g)"))" \
+        "$L ($(printf '%.2f' "$(model "$p" L)"))"
+done
+echo
+
+echo "Streaming bandwidth [Mbit/s], measured (model prediction)"
+printf '  %-8s' profile
+for s in 256 1024 4096 16384; do printf ' %18s' "$s B"; done
+echo
+for p in "$@"; do
+    printf '  %-8s' "$p"
+    for s in 256 1024 4096 16384; do
+        v=$(bw "$p" standard "$s")
+        printf ' %18s' "${v:-n/a} ($(printf '%.0f' "$(model "$p" "bw_$s")"))"
+    done
+    echo
+done
+echo
+
+echo "Doorbell scan: 4-byte one-way latency [us] with N VIs per NIC, measured (model)"
+printf '  %-8s' profile
+for v in 1 2 4 8 16; do printf ' %16s' "$v VI"; done
+echo
+for p in "$@"; do
+    printf '  %-8s' "$p"
+    for v in 1 2 4 8 16; do
+        m=$(awk -F, -v v=$v '/^#/ || /^vis,/ { next } $1 == v { print $2 }' "$RES/${p}_scan.csv")
+        printf ' %16s' "$m ($(printf '%.1f' "$(model "$p" "scan_${v}vi_4B")"))"
+    done
+    echo
+done
+echo
+
+echo "Per-stage breakdown: median modelled time per stage [us] (firmware trace)"
+printf '  %-12s' stage
+for p in "$@"; do printf ' %12s %12s' "$p 4B" "$p 4KB"; done
+echo
+for st in T1_RING T2_BELL T3_XDES T4_XDATA T5_TRANSMIT T6_UPDT R1_RING R3_RECEIVE R4_XDES R5_XDATA R6_UPDT; do
+    printf '  %-12s' "$st"
+    for p in "$@"; do
+        read -r a b < <(awk -F, -v s="$st" '$1 == s { print $2, $3; f = 1 } END { if (!f) print "- -" }' "$RES/${p}_breakdown.csv")
+        printf ' %12s %12s' "$a" "$b"
+    done
+    echo
+done

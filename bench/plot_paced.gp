@@ -1,0 +1,40 @@
+# plot_paced.gp - a paced profile: latency and bandwidth against message
+# size, one curve per extension mode (log2 x axis).
+#
+#   gnuplot -e "prof='sbus'" -e "dir='bench/results'" bench/plot_paced.gp
+#
+# reads  dir/PROF_{standard,descriptorless,merged}_{latency,bandwidth}.csv
+#        dir/PROF_model_bw.csv (bytes,Mbit_per_s: what the model predicts)
+# writes dir/PROF_latency.png, dir/PROF_bandwidth.png
+
+if (!exists("prof")) prof = 'sbus'
+if (!exists("dir")) dir = 'bench/results'
+f(mode, kind) = sprintf("%s/%s_%s_%s.csv", dir, prof, mode, kind)
+
+set terminal pngcairo size 960,600 font ",11"
+set datafile separator ','
+set datafile commentschars '#'
+set datafile columnheaders
+set logscale x 2
+set format x "2^{%L}"
+set xlabel "message size [bytes]"
+set grid xtics ytics mytics
+set key top left box opaque
+
+set output sprintf("%s/%s_latency.png", dir, prof)
+set title sprintf("profile %s: one-way latency (RTT/2 of a ping-pong), median", prof)
+set ylabel "one-way latency [microseconds]"
+set logscale y 10
+plot f("standard", "latency") using "bytes":"median_us" with linespoints lw 2 pt 7 title "standard descriptors", \
+     f("descriptorless", "latency") using "bytes":"median_us" with linespoints lw 2 pt 5 title "descriptorless messages", \
+     f("merged", "latency") using "bytes":"median_us" with linespoints lw 2 pt 9 title "merged descriptors"
+
+set output sprintf("%s/%s_bandwidth.png", dir, prof)
+set title sprintf("profile %s: streaming bandwidth (a window of sends in flight)", prof)
+set ylabel "bandwidth [Mbit/s]"
+unset logscale y
+set yrange [0:*]
+plot f("standard", "bandwidth") using "bytes":"Mbit_per_s" with linespoints lw 2 pt 7 title "standard descriptors", \
+     f("descriptorless", "bandwidth") using "bytes":"Mbit_per_s" with linespoints lw 2 pt 5 title "descriptorless messages", \
+     f("merged", "bandwidth") using "bytes":"Mbit_per_s" with linespoints lw 2 pt 9 title "merged descriptors", \
+     sprintf("%s/%s_model_bw.csv", dir, prof) using "bytes":"Mbit_per_s" with lines dt 2 lw 2 title "model prediction (standard)"
