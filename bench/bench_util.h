@@ -402,6 +402,7 @@ static inline void bu_bye_send(struct bu_ep *ep, VIP_DESCRIPTOR *d, VIP_MEM_HAND
 
 static inline void bu_bye_wait(struct bu_ep *ep)
 {
+    ep->closing = 1; /* the client disconnects right after its bye */
     VIP_DESCRIPTOR *d;
     VIP_RETURN rc = VipRecvWait(ep->vi, BU_WAIT_MS, &d);
     if (rc != VIP_SUCCESS)
@@ -409,7 +410,6 @@ static inline void bu_bye_wait(struct bu_ep *ep)
     bu_check_desc(d, "bye");
     if (d->CS.Length != 0)
         bu_die("expected the client's empty bye, got %u bytes", (unsigned)d->CS.Length);
-    ep->closing = 1;
 }
 
 /* ---- the two processes ------------------------------------------------------------- */

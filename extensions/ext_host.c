@@ -26,7 +26,7 @@ struct ext_merged {
     uint8_t *buf;                 /* MERGED_SLOTS slots of `stride` bytes */
     size_t stride;
     VIP_MEM_HANDLE mh;
-    VIP_DESCRIPTOR *owner[MERGED_SLOTS]; /* program descriptor using the slot */
+    uint64_t post_no[MERGED_SLOTS]; /* send (by posting order) using the slot, +1 */
     uint32_t next;
 };
 
@@ -172,8 +172,11 @@ static bool merged(struct vip_vi *vi, VIP_DESCRIPTOR *d, uint32_t n, struct via_
     if (!mg)
         return false;
     uint32_t k = mg->next % MERGED_SLOTS;
-    VIP_DESCRIPTOR *prev = mg->owner[k];
-    if (prev && !(__atomic_load_n(&prev->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE))
+    /* The NIC completes sends in order: the slot is free once as many sends
+     * have completed as had been posted before the one that used it. The
+     * program's descriptor cannot tell: it may already be posted again. */
+    uint64_t done = atomic_load_explicit(&vi->db->cnt.sq_done, memory_order_acquire);
+    if (mg->post_no[k] && done < mg->post_no[k])
         return false; /* all slots in flight */
     uint8_t *slot = mg->buf + (size_t)k * mg->stride;
     VIP_DESCRIPTOR *md = (VIP_DESCRIPTOR *)slot;
@@ -188,7 +191,7 @@ static bool merged(struct vip_vi *vi, VIP_DESCRIPTOR *d, uint32_t n, struct via_
     md->DS[0].Local.Length = n;
     if (n)
         memcpy(slot + sizeof *md, (const void *)(uintptr_t)d->DS[0].Local.Data.AddressBits, n);
-    mg->owner[k] = d;
+    mg->post_no[k] = atomic_load_explicit(&vi->db->cnt.sq_posted, memory_order_relaxed) + 1;
     mg->next++;
     *tok = (struct via_db_token){.desc_va = (uintptr_t)slot, .mem_handle = mg->mh,
                                  .word2 = VIA_DB_WORD2(VIA_DB_MERGED, 0, sizeof *md + n)};

@@ -47,15 +47,31 @@ static uint64_t ld(_Atomic uint64_t *x)
     return atomic_load_explicit(x, memory_order_relaxed);
 }
 
+/* A uniform draw in [0, 1): the phase of an unsynchronised clock. */
+static double phase(void)
+{
+    static _Thread_local uint64_t x;
+    if (!x)
+        x = (hal_now_ns() ^ ((uint64_t)getpid() << 32)) | 1;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return (double)(x >> 11) / 9007199254740992.0;
+}
+
 /*
  * When does the linear doorbell scan find a doorbell rung at ring_ns?
  * The firmware polls the doorbell pairs one after another (VI 0, 1, ...,
- * then its command queue), poll_ns each, from the moment it last became
- * idle; while it is busy it polls nothing. A VI in slot s is looked at
- * (s + 1) * poll_ns into each round.
+ * then its command queue), poll_ns each; while it is busy with a message
+ * it polls nothing. A doorbell rung while the LANai is idle is found
+ * somewhere within one round: host and NIC run on unsynchronised clocks, so
+ * the scan's position at that moment is uniform (the paper: from zero if
+ * rung just before it is polled, to a whole round if just after). One rung
+ * while the LANai is busy is found when the loop, restarted from the first
+ * pair, reaches its slot.
  */
 static uint64_t doorbell_found(const struct via_nic_page *np, uint32_t vi_id, uint64_t ring_ns,
-                               uint64_t idle_since)
+                               uint64_t busy_until)
 {
     const struct via_profile *p = &np->prof;
     if (p->hw_doorbell)
@@ -66,13 +82,9 @@ static uint64_t doorbell_found(const struct via_nic_page *np, uint32_t vi_id, ui
     if (slots > VIA_MAX_VI + 1)
         slots = VIA_MAX_VI + 1;
     uint32_t slot = vi_id < slots - 1 ? vi_id : slots - 2;
-    double period = slots * p->poll_ns;
-    double at = (slot + 1) * p->poll_ns;
-    if (ring_ns <= idle_since)
-        return idle_since + (uint64_t)at;
-    double since = (double)(ring_ns - idle_since) - at;
-    double rounds = since <= 0 ? 0 : __builtin_ceil(since / period);
-    return idle_since + (uint64_t)(at + rounds * period);
+    if (ring_ns <= busy_until)
+        return busy_until + (uint64_t)((slot + 1) * p->poll_ns);
+    return ring_ns + (uint64_t)(phase() * slots * p->poll_ns);
 }
 
 static uint64_t claim(struct via_nic_page *np, uint64_t ready, uint64_t dur)
@@ -88,11 +100,7 @@ uint64_t fw_sched_send(struct fw_nic *nic, uint32_t vi_id, uint64_t ring_ns, uin
 {
     struct via_nic_page *np = nic->np;
     np_lock(np);
-    uint64_t idle = ld(&np->lanai_idle_since);
-    uint64_t busy = ld(&np->lanai_busy_until);
-    /* Rung while the LANai was busy: found when it is back in its loop. */
-    uint64_t found = doorbell_found(np, vi_id, ring_ns > busy ? ring_ns : busy,
-                                    ring_ns > busy ? idle : busy);
+    uint64_t found = doorbell_found(np, vi_id, ring_ns, ld(&np->lanai_busy_until));
     uint64_t start = claim(np, found, dur);
     atomic_store_explicit(&np->hdma_busy_until, start + dur, memory_order_relaxed);
     np_unlock(np);

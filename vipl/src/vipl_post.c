@@ -12,28 +12,34 @@
 #include "fw_hal.h"
 #include "vipl_int.h"
 
-/* T1/R1 Ring: one token into the VI's doorbell ring. */
-static void ring_doorbell(struct vip_vi *vi, struct via_db_queue *q, struct fw_wq *wq,
-                          const struct via_db_token *tok, uint64_t *ring_ns)
+/* T1/R1 Ring: one token into the VI's doorbell ring; rung_ns is when the
+ * host's programmed I/O of it completes (paced profiles). */
+static void ring_doorbell(struct via_db_queue *q, struct fw_wq *wq,
+                          const struct via_db_token *tok, uint64_t *ring_ns, uint64_t rung_ns)
 {
     uint32_t prod = atomic_load_explicit(&q->prod, memory_order_relaxed);
     if (prod - atomic_load_explicit(&q->cons, memory_order_acquire) >= VIA_DB_SLOTS)
         fw_bell_take(q, wq, ring_ns); /* our NIC takes tokens whenever asked */
     q->tok[prod % VIA_DB_SLOTS] = *tok;
     if (ring_ns)
-        ring_ns[prod % VIA_DB_SLOTS] = vi->nic->fw.paced ? hal_now_ns() : 0;
+        ring_ns[prod % VIA_DB_SLOTS] = rung_ns;
     atomic_store_explicit(&q->prod, prod + 1, memory_order_release);
 }
 
-/* Host costs of a paced profile: the caller's thread is busy for them. */
-static void charge_host(struct vip_vi *vi, enum via_stage st, enum fw_ext_mode m, uint32_t n)
+/*
+ * Host costs of a paced profile (Build, and the programmed I/O of Ring)
+ * keep the calling thread busy until t0 + cost. The emulated NIC's own work
+ * runs on this thread meanwhile (it is the LANai's time, not the host's),
+ * so only what is left of the cost is spent spinning afterwards.
+ */
+static uint64_t host_cost(struct vip_vi *vi, enum via_stage st, enum fw_ext_mode m, uint32_t n)
 {
     struct fw_nic *nic = &vi->nic->fw;
     if (!nic->paced)
-        return;
+        return 0;
     double c = fw_cost_post(nic->prof, m, n);
-    fw_spin_until(hal_now_ns() + (uint64_t)c);
     fw_account(nic, st, vi->fw.vi_id, st == VIA_ST_T1_RING ? vi->fw.tx_seq + 1 : 0, n, c);
+    return (uint64_t)c;
 }
 
 static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bool recv)
@@ -42,6 +48,7 @@ static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bo
     if (!vi || !d)
         return vipl_fail(VIP_INVALID_PARAMETER, "%s", !vi ? "not a VI handle"
                                                           : "descriptor pointer is NULL");
+    uint64_t t0 = vi->nic->fw.paced ? hal_now_ns() : 0, cost = 0;
     pthread_mutex_lock(&vi->lock);
     uint32_t st = atomic_load_explicit(&vi->db->state, memory_order_relaxed);
     if (!recv && (st == VIA_VI_IDLE || st == VIA_VI_PENDING)) {
@@ -63,17 +70,17 @@ static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bo
     if (recv) {
         struct via_db_token tok = {.desc_va = (uintptr_t)d, .mem_handle = mh,
                                    .word2 = VIA_DB_WORD2(VIA_DB_DESC, 0, 0)};
-        charge_host(vi, VIA_ST_R1_RING, FW_EXT_STANDARD, 0);
+        cost = host_cost(vi, VIA_ST_R1_RING, FW_EXT_STANDARD, 0);
         fw_count(&c->rq_posted, 1);
-        ring_doorbell(vi, &vi->db->rq, &vi->fw.rq, &tok, NULL);
+        ring_doorbell(&vi->db->rq, &vi->fw.rq, &tok, NULL, 0);
         FW_TRACE(&vi->nic->fw, VIA_ST_R1_RING, vi->fw.vi_id, 0, 0);
     } else {
         struct via_db_token tok;
         uint32_t n = 0;
         enum fw_ext_mode m = ext_prepare_send(vi, d, mh, &tok, &n);
-        charge_host(vi, VIA_ST_T1_RING, m, n);
+        cost = host_cost(vi, VIA_ST_T1_RING, m, n);
         fw_count(&c->sq_posted, 1);
-        ring_doorbell(vi, &vi->db->sq, &vi->fw.sq, &tok, vi->fw.db_ring_ns);
+        ring_doorbell(&vi->db->sq, &vi->fw.sq, &tok, vi->fw.db_ring_ns, t0 + cost);
         FW_TRACE(&vi->nic->fw, VIA_ST_T1_RING, vi->fw.vi_id, vi->fw.tx_seq + 1, n);
         /* The NIC code runs now; in a scanning profile the time the scan
          * takes to find this doorbell is part of the model (fw_sched.c). */
@@ -81,6 +88,8 @@ static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bo
     }
     bool err = vi->fw.err_pending;
     pthread_mutex_unlock(&vi->lock);
+    if (cost)
+        fw_spin_until(t0 + cost);
     if (err)
         vipl_deliver_error(vi);
     return VIP_SUCCESS;
