@@ -4,6 +4,10 @@
 #   B=build bench/run_bench.sh [--quick]
 #
 # Steps (progress on stderr):
+#   0. the paced LANai models: run_paced.sh (sbus, pci x standard, descriptorless,
+#      merged: latency and bandwidth sweeps, LogP, doorbell scan, per-stage
+#      breakdown, plots)                           -> results/{sbus,pci}_*, paced_summary.txt
+#   then the native profile:
 #   1. latency sweep    vip_send_lat -a --csv        -> results/native_latency.csv
 #   2. bandwidth sweep  vip_send_bw -a --csv         -> results/native_bandwidth.csv
 #   3. reference sweep  fi_pingpong -p shm -e rdm    -> results/fi_shm_pingpong.csv
@@ -56,6 +60,14 @@ trap 'exit 130' INT TERM
 
 START=$(date +%s)
 step() { say "[$1/5] $2   ($(($(date +%s) - START)) s)"; }
+
+step 0 "paced profiles sbus and pci: run_paced.sh"
+PARGS=()
+[ "$QUICK" = 1 ] && PARGS=(--quick)
+if ! B="$B" RESULTS="$RES" "$HERE/run_paced.sh" "${PARGS[@]}" >"$WORK/paced.out"; then
+    say "error: run_paced.sh failed"
+    exit 1
+fi
 
 # run PROGRAM ARGS... > FILE: our program; on failure show its errors and stop.
 run() {
@@ -132,6 +144,10 @@ fi
 
 say "done in $(($(date +%s) - START)) s; data in $RES"
 echo
+echo "=============== paced profiles: the 1998 LANai 4 models ==============="
+cat "$RES/paced_summary.txt"
+echo
+echo "=============== native profile: this machine, vs libfabric shm ==============="
 if [ -f "$RES/native_compare.txt" ]; then
     cat "$RES/native_compare.txt"
 else
