@@ -49,7 +49,7 @@ if [ ! -x "$VIPD" ] || [ ! -x "$VIPCTL" ]; then
     exit 2
 fi
 
-"$VIPD" -f -n 2 -s "$VIPD_SOCKET" -l warn >"$dir/vipd.log" 2>&1 &
+"$VIPD" -f -n 4 --profile via2=sbus --profile via3=sbus -s "$VIPD_SOCKET" -l warn >"$dir/vipd.log" 2>&1 &
 vipd_pid=$!
 i=0
 until "$VIPCTL" -s "$VIPD_SOCKET" ping >/dev/null 2>&1; do

@@ -39,7 +39,7 @@ static void test_open_names(void)
     TRC_SOFT(VipOpenNic("via", &nic), VIP_INVALID_PARAMETER);
     TRC_SOFT(VipOpenNic("via0x", &nic), VIP_INVALID_PARAMETER);
     TRC_SOFT(VipOpenNic("via0", NULL), VIP_INVALID_PARAMETER);
-    /* vipd serves 2 NICs: via5 does not exist */
+    /* the test vipd serves 4 NICs: via5 does not exist */
     nic = NULL;
     VIP_RETURN rc = VipOpenNic("via5", &nic);
     CU_ASSERT_NOT_EQUAL(rc, VIP_SUCCESS);
