@@ -489,7 +489,8 @@ int main(int argc, char **argv)
     for (unsigned i = 0; i < nnics; i++) {
         if (!profiles[i])
             profiles[i] = def;
-        if (!strchr(profiles[i], '/'))
+        /* native needs no file: vipd knows it (kd_nic.c) */
+        if (!strchr(profiles[i], '/') && strcmp(profiles[i], "native") != 0)
             need_dir = true;
     }
     char dirbuf[PATH_MAX + 32];

@@ -47,7 +47,12 @@ bool kd_nic_init(unsigned nnics, const char *const *profiles, const char *dir)
         nic->index = i;
         kd_nic_addr(i, nic->addr);
         char err[512];
-        if (fw_profile_load(profiles[i], dir, &nic->prof, err, sizeof err) < 0) {
+        if (!strcmp(profiles[i], "native") &&
+            (!dir || fw_profile_load(profiles[i], dir, &nic->prof, err, sizeof err) < 0)) {
+            /* The default works wherever vipd is, even without its profile
+             * files: no costs, no pacing, hardware doorbells. */
+            nic->prof = (struct via_profile){.name = "native", .paced = 0, .hw_doorbell = 1};
+        } else if (fw_profile_load(profiles[i], dir, &nic->prof, err, sizeof err) < 0) {
             fprintf(stderr, "vipd: via%u: %s\n", i, err);
             goto fail;
         }

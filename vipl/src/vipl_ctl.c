@@ -14,6 +14,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -131,6 +132,25 @@ static int find_vipd(char *out, size_t cap)
     return -1;
 }
 
+/* The last line of a file, for an error message. */
+static void last_line(const char *path, char *out, size_t cap)
+{
+    out[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] != '\n') {
+            size_t n = strlen(line) < cap - 1 ? strlen(line) : cap - 1;
+            memcpy(out, line, n);
+            out[n] = 0;
+        }
+    }
+    fclose(f);
+    out[strcspn(out, "\n")] = 0;
+}
+
 static int start_vipd(const char *sock_path)
 {
     char exe[PATH_MAX];
@@ -155,8 +175,19 @@ static int start_vipd(const char *sock_path)
         argv[a++] = (char *)profile;
     }
     argv[a] = NULL;
+    /* vipd's complaints before it daemonizes (a bad profile, say) go to
+     * the log beside its socket, where the daemon writes later ones. */
+    char log[600];
+    snprintf(log, sizeof log, "%s", sock_path);
+    char *slash = strrchr(log, '/');
+    snprintf(slash ? slash + 1 : log, sizeof log - (size_t)(slash ? slash + 1 - log : 0),
+             "vipd.log");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_CREAT | O_APPEND, 0600);
     pid_t pid;
-    int rc = posix_spawn(&pid, exe, NULL, NULL, argv, environ);
+    int rc = posix_spawn(&pid, exe, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
     if (rc) {
         vipl_set_error("cannot start %s: %s", exe, strerror(rc));
         return -1;
@@ -165,8 +196,11 @@ static int start_vipd(const char *sock_path)
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        vipl_set_error("%s --autostart failed (status %d); see the log beside %s", exe,
-                       WIFEXITED(status) ? WEXITSTATUS(status) : -1, sock_path);
+        char why[256];
+        last_line(log, why, sizeof why);
+        vipl_set_error("%s --autostart failed (status %d): %s (log: %s)", exe,
+                       WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+                       why[0] ? why : "no reason given", log);
         return -1;
     }
     return 0;
