@@ -296,8 +296,19 @@ out:
     return ok;
 }
 
+/* Timing assertions mean nothing when the host code runs 30 times slower. */
+static int under_valgrind(void)
+{
+    const char *v = getenv("VALGRIND");
+    return v && *v && *v != '0';
+}
+
 static void test_paced_agrees_with_model(void)
 {
+    if (under_valgrind()) {
+        fprintf(stderr, " (timing not checked under valgrind) ");
+        return;
+    }
     struct via_profile s;
     CU_ASSERT_EQUAL_FATAL(load("sbus", &s), 0);
     static const uint32_t sizes[] = {4, 1024, 4096};
@@ -323,6 +334,10 @@ static void test_paced_agrees_with_model(void)
  * the paced NIC holds each status and each received byte until its time. */
 static void test_pacing_never_early(void)
 {
+    if (under_valgrind()) {
+        fprintf(stderr, " (timing not checked under valgrind) ");
+        return;
+    }
     struct via_profile s;
     CU_ASSERT_EQUAL_FATAL(load("sbus", &s), 0);
     double *v = calloc(PP_ITERS, sizeof *v);
