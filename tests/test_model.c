@@ -334,10 +334,6 @@ static void test_paced_agrees_with_model(void)
  * the paced NIC holds each status and each received byte until its time. */
 static void test_pacing_never_early(void)
 {
-    if (under_valgrind()) {
-        fprintf(stderr, " (timing not checked under valgrind) ");
-        return;
-    }
     struct via_profile s;
     CU_ASSERT_EQUAL_FATAL(load("sbus", &s), 0);
     double *v = calloc(PP_ITERS, sizeof *v);
