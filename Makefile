@@ -113,11 +113,12 @@ bench: deps-bench
 # ---- install --------------------------------------------------------------------
 install: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(B)/lib/pkgconfig/vipl.pc
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
-	install -m 644 vipl/include/vipl.h $(DESTDIR)$(PREFIX)/include/vipl.h
+	install -m 644 vipl/include/vipl.h vipl/include/vipl_ext.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libvipl.so.$(SOVER) $(DESTDIR)$(PREFIX)/lib/libvipl.so
 	install -m 644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 $(B)/lib/pkgconfig/vipl.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' vipl/vipl.pc.in \
+		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/vipl.pc
 	install -m 755 $(VIPD) $(VIPCTL) $(DESTDIR)$(PREFIX)/bin/
 	install -d $(DESTDIR)$(PREFIX)/share/vipl/profiles
 	install -m 644 lanai-fw/profiles/*.conf $(DESTDIR)$(PREFIX)/share/vipl/profiles/
