@@ -216,26 +216,12 @@ struct bu_ep {
  * error then stop the program with their status. */
 static inline void bu_on_vi_error(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e)
 {
-    static const char *const what[] = {
-        [VIP_ERROR_POST_DESC] = "a posted descriptor was in error",
-        [VIP_ERROR_CONN_LOST] = "the connection was lost",
-        [VIP_ERROR_RECVQ_EMPTY] = "a message arrived with no receive posted",
-        [VIP_ERROR_VI_OVERRUN] = "VI overrun",
-        [VIP_ERROR_RDMAW_PROT] = "RDMA write protection",
-        [VIP_ERROR_RDMAW_DATA] = "RDMA write data",
-        [VIP_ERROR_RDMAW_ABORT] = "RDMA write aborted",
-        [VIP_ERROR_RDMAR_PROT] = "RDMA read protection",
-        [VIP_ERROR_COMP_PROT] = "completion protection",
-        [VIP_ERROR_RDMA_TRANSPORT] = "RDMA transport",
-        [VIP_ERROR_CATASTROPHIC] = "catastrophic",
-    };
     const struct bu_ep *ep = ctx;
     if (ep->closing)
         return;
-    unsigned c = (unsigned)e->ErrorCode;
     fprintf(stderr, "%s%s%s%s: VI error reported by the NIC: %s\n", bu_prog,
             *bu_role ? " (" : "", bu_role, *bu_role ? ")" : "",
-            c < sizeof what / sizeof what[0] && what[c] ? what[c] : "unknown error");
+            vip_error_code_str(e->ErrorCode));
 }
 
 static inline void bu_open(struct bu_ep *ep, const char *dev, VIP_RELIABILITY_LEVEL rel)

@@ -20,23 +20,6 @@ const char *const fw_rx_state_name[FW_RX_NSTATES] = {
     [FW_RX_DISCARD] = "discard",
 };
 
-/* R5: scatter one fragment at message offset `off`. */
-static void scatter(const struct fw_xdes *d, uint32_t off, const uint8_t *src, uint32_t len)
-{
-    for (unsigned i = 0; i < d->segcount && len; i++) {
-        uint32_t sl = d->seg[i].len;
-        if (off >= sl) {
-            off -= sl;
-            continue;
-        }
-        uint32_t k = sl - off < len ? sl - off : len;
-        hal_dma_to_host(d->seg[i].va + off, src, k);
-        src += k;
-        len -= k;
-        off = 0;
-    }
-}
-
 /* The peer sent something no correct NIC sends: the link is unusable. */
 static void rx_transport_error(struct fw_vi *vi)
 {
@@ -94,7 +77,8 @@ static enum fw_rx_state rx_xdata(struct fw_vi *vi, const struct via_wire_hdr *h)
         rx_transport_error(vi);
         return FW_RX_IDLE;
     }
-    scatter(&vi->rxd, h->frag_off, fw_link_payload(h), h->frag_len);
+    fw_xdata_copy(&vi->rxd, h->frag_off, (uint8_t *)(uintptr_t)fw_link_payload(h), h->frag_len,
+                  true);
     vi->rx_got += h->frag_len;
     FW_TRACE(vi->nic, VIA_ST_R5_XDATA, vi->vi_id, h->msg_seq, h->frag_len);
     if (!(h->flags & VIA_PKT_LAST))

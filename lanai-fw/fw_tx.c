@@ -127,23 +127,6 @@ static int tx_xdes(struct fw_vi *vi)
     return FW_TX_XDATA;
 }
 
-/* Gather `len` bytes at message offset `off` from the segments (T4). */
-static void gather(const struct fw_xdes *d, uint32_t off, uint8_t *dst, uint32_t len)
-{
-    for (unsigned i = 0; i < d->segcount && len; i++) {
-        uint32_t sl = d->seg[i].len;
-        if (off >= sl) {
-            off -= sl;
-            continue;
-        }
-        uint32_t k = sl - off < len ? sl - off : len;
-        hal_dma_from_host(dst, d->seg[i].va + off, k);
-        dst += k;
-        len -= k;
-        off = 0;
-    }
-}
-
 /* Paced: when the message's last byte reaches the receiving NIC (the link
  * is cut-through, so it trails the transmission by the switch). The
  * modelled NIC sends a message as one packet and the receiver stores it
@@ -172,7 +155,7 @@ static int tx_xdata(struct fw_vi *vi)
             if (!(h = fw_link_reserve(dir, frag)))
                 return FW_TX_BLOCKED;
         }
-        gather(d, vi->tx_off, (uint8_t *)(h + 1), frag);
+        fw_xdata_copy(d, vi->tx_off, (uint8_t *)(h + 1), frag, false);
         FW_TRACE(vi->nic, VIA_ST_T4_XDATA, vi->vi_id, vi->tx_seq, frag);
         uint8_t flags = (vi->tx_off == 0 ? VIA_PKT_FIRST : 0) |
                         (vi->tx_off + frag == d->total ? VIA_PKT_LAST : 0) |

@@ -22,6 +22,26 @@ static_assert(offsetof(VIP_CONTROL_SEGMENT, Status) == 28, "status offset");
 static_assert(offsetof(VIP_CONTROL_SEGMENT, Length) == 24, "length offset");
 static_assert(offsetof(VIP_CONTROL_SEGMENT, ImmediateData) == 20, "imm offset");
 
+void fw_xdata_copy(const struct fw_xdes *d, uint32_t off, uint8_t *nic, uint32_t len,
+                   bool to_host)
+{
+    for (unsigned i = 0; i < d->segcount && len; i++) {
+        uint32_t sl = d->seg[i].len;
+        if (off >= sl) {
+            off -= sl;
+            continue;
+        }
+        uint32_t k = sl - off < len ? sl - off : len;
+        if (to_host)
+            hal_dma_to_host(d->seg[i].va + off, nic, k);
+        else
+            hal_dma_from_host(nic, d->seg[i].va + off, k);
+        nic += k;
+        len -= k;
+        off = 0;
+    }
+}
+
 void fw_xdes_fetch(struct fw_vi *vi, const struct via_db_token *tok, bool recv,
                    struct fw_xdes *d)
 {

@@ -164,6 +164,10 @@ uint32_t fw_bell_take(struct via_db_queue *q, struct fw_wq *wq, const uint64_t *
 /* T3/R4 XDes: fetch the descriptor named by a token and validate it. */
 void fw_xdes_fetch(struct fw_vi *vi, const struct via_db_token *tok, bool recv,
                    struct fw_xdes *d);
+/* T4/R5 data movement: copy `len` bytes at message offset `off` between NIC
+ * staging and the descriptor's segments (gather when to_host is false). */
+void fw_xdata_copy(const struct fw_xdes *d, uint32_t off, uint8_t *nic, uint32_t len,
+                   bool to_host);
 /* TPT check of one host range; returns 0 or VIP_STATUS_PROTECTION_ERROR. */
 uint32_t fw_tpt_check(const struct fw_vi *vi, uint32_t handle, uint64_t va, uint64_t len);
 /* T6/R6 Updt: write Length/Status (and ImmediateData), post to the CQ. */

@@ -43,6 +43,9 @@ const char *VipExtProfileName(VIP_NIC_HANDLE NicHandle);
 /* The name of a return code, e.g. "VIP_INVALID_PTAG". */
 const char *vip_strerror(VIP_RETURN rc);
 
+/* An asynchronous error code (VIP_ERROR_DESCRIPTOR.ErrorCode) in words. */
+const char *vip_error_code_str(VIP_ERROR_CODE code);
+
 /* Why the last failing VIPL call of this thread failed, in words. */
 const char *vip_last_error(void);
 

@@ -41,6 +41,20 @@ static void addr_out(const struct via_net_addr *w, VIP_NET_ADDRESS *a)
     memcpy(vipl_na_bytes(a) + VIA_NIC_ADDR_LEN, w->discrim, dl);
 }
 
+/* The reply to an accept or a request carries the channel and the peer's
+ * event page; with both, the VI is connected. */
+static VIP_RETURN attach(struct vip_vi *vi, const struct via_ctl_conn_done_r *r, int *fds,
+                         int nfds)
+{
+    if (nfds != 2) {
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+        return vipl_fail(VIP_ERROR_RESOURCE, "vipd sent no channel for the connection");
+    }
+    vipl_vi_attach_channel(vi, r, fds[0], fds[1]);
+    return VIP_SUCCESS;
+}
+
 static uint32_t timeout_wire(VIP_ULONG t)
 {
     return t >= VIP_INFINITE ? 0xFFFFFFFFu : (uint32_t)t;
@@ -106,15 +120,7 @@ VIP_RETURN VipConnectAccept(VIP_CONN_HANDLE ConnHandle, VIP_VI_HANDLE ViHandle)
         rc == VIP_INVALID_MTU)
         return rc; /* the request still waits: the caller may accept or reject */
     conn_free(c);
-    if (rc != VIP_SUCCESS)
-        return rc;
-    if (nfds != 2) {
-        for (int i = 0; i < nfds; i++)
-            close(fds[i]);
-        return vipl_fail(VIP_ERROR_RESOURCE, "vipd sent no channel for the connection");
-    }
-    vipl_vi_attach_channel(vi, &r, fds[0], fds[1]);
-    return VIP_SUCCESS;
+    return rc != VIP_SUCCESS ? rc : attach(vi, &r, fds, nfds);
 }
 
 VIP_RETURN VipConnectReject(VIP_CONN_HANDLE ConnHandle)
@@ -145,14 +151,10 @@ VIP_RETURN VipConnectRequest(VIP_VI_HANDLE ViHandle, VIP_NET_ADDRESS *LocalAddr,
     struct via_ctl_conn_done_r r;
     int fds[2], nfds = 2;
     rc = vipl_call_side(vi->nic, VIA_CTL_CONN_REQUEST, &q, sizeof q, &r, sizeof r, fds, &nfds);
+    if (rc == VIP_SUCCESS)
+        rc = attach(vi, &r, fds, nfds);
     if (rc != VIP_SUCCESS)
         return rc;
-    if (nfds != 2) {
-        for (int i = 0; i < nfds; i++)
-            close(fds[i]);
-        return vipl_fail(VIP_ERROR_RESOURCE, "vipd sent no channel for the connection");
-    }
-    vipl_vi_attach_channel(vi, &r, fds[0], fds[1]);
     if (RemoteViAttribs)
         vipl_attr_from_wire(NULL, &r.remote_attr, RemoteViAttribs);
     return VIP_SUCCESS;

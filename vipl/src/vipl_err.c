@@ -13,32 +13,55 @@
 
 static _Thread_local char last_error[256];
 
+static void set_error(VIP_RETURN rc, const char *fmt, va_list ap)
+{
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    const char *dbg = getenv("VIP_DEBUG");
+    if (dbg && *dbg && *dbg != '0')
+        fprintf(stderr, "vipl: %s%s%s\n", rc == VIP_SUCCESS ? "" : vip_strerror(rc),
+                rc == VIP_SUCCESS ? "" : ": ", last_error);
+}
+
 void vipl_set_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    set_error(VIP_SUCCESS, fmt, ap);
     va_end(ap);
-    const char *dbg = getenv("VIP_DEBUG");
-    if (dbg && *dbg && *dbg != '0')
-        fprintf(stderr, "vipl: %s\n", last_error);
 }
 
 VIP_RETURN vipl_fail(VIP_RETURN rc, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    set_error(rc, fmt, ap);
     va_end(ap);
-    const char *dbg = getenv("VIP_DEBUG");
-    if (dbg && *dbg && *dbg != '0')
-        fprintf(stderr, "vipl: %s: %s\n", vip_strerror(rc), last_error);
     return rc;
 }
 
 const char *vip_last_error(void)
 {
     return last_error;
+}
+
+const char *vip_error_code_str(VIP_ERROR_CODE code)
+{
+    static const char *const what[] = {
+        [VIP_ERROR_POST_DESC] = "a posted descriptor was in error",
+        [VIP_ERROR_CONN_LOST] = "the connection was lost",
+        [VIP_ERROR_RECVQ_EMPTY] = "a message arrived with no receive posted",
+        [VIP_ERROR_VI_OVERRUN] = "VI overrun",
+        [VIP_ERROR_RDMAW_PROT] = "RDMA write protection",
+        [VIP_ERROR_RDMAW_DATA] = "RDMA write data",
+        [VIP_ERROR_RDMAW_ABORT] = "RDMA write aborted",
+        [VIP_ERROR_RDMAR_PROT] = "RDMA read protection",
+        [VIP_ERROR_COMP_PROT] = "completion protection",
+        [VIP_ERROR_RDMA_TRANSPORT] = "RDMA transport",
+        [VIP_ERROR_CATASTROPHIC] = "catastrophic (the link misbehaved)",
+    };
+    if ((unsigned)code < sizeof what / sizeof what[0] && what[code])
+        return what[code];
+    return "unknown asynchronous error";
 }
 
 const char *vip_strerror(VIP_RETURN rc)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "ctl_sock.h"
+#include "vipl_ext.h"
 #include "vipl_int.h"
 
 /* "via0", "/dev/via0", and the M-VIA names "/dev/via_lo", "/dev/via_ethN". */
@@ -44,26 +45,12 @@ static int parse_nic_name(const char *name, uint32_t *idx)
 static void default_error_handler(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e)
 {
     (void)ctx;
-    static const char *const what[] = {
-        [VIP_ERROR_POST_DESC] = "a posted descriptor was in error",
-        [VIP_ERROR_CONN_LOST] = "the connection was lost",
-        [VIP_ERROR_RECVQ_EMPTY] = "a message arrived with no receive posted",
-        [VIP_ERROR_VI_OVERRUN] = "VI overrun",
-        [VIP_ERROR_RDMAW_PROT] = "RDMA write protection",
-        [VIP_ERROR_RDMAW_DATA] = "RDMA write data",
-        [VIP_ERROR_RDMAW_ABORT] = "RDMA write aborted",
-        [VIP_ERROR_RDMAR_PROT] = "RDMA read protection",
-        [VIP_ERROR_COMP_PROT] = "completion protection",
-        [VIP_ERROR_RDMA_TRANSPORT] = "RDMA transport",
-        [VIP_ERROR_CATASTROPHIC] = "catastrophic (the link misbehaved)",
-    };
     struct vip_vi *vi = e->ViHandle;
     const char *q = getenv("VIP_QUIET");
     if (q && *q && *q != '0')
         return;
     fprintf(stderr, "vipl: VI %u: %s; the VI is in the error state (VipDisconnect resets it)\n",
-            vi ? vi->fw.vi_id : 0u,
-            (unsigned)e->ErrorCode < sizeof what / sizeof what[0] ? what[e->ErrorCode] : "error");
+            vi ? vi->fw.vi_id : 0u, vip_error_code_str(e->ErrorCode));
 }
 
 VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle)
