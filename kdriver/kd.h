@@ -240,6 +240,8 @@ void kd_nic_fini(void); /* unmap and close the NIC pages */
 void kd_nic_addr(unsigned index, uint8_t out[VIA_NIC_ADDR_LEN]);
 /* Recompute the NIC page's scan_slots after a VI came or went. */
 void kd_nic_scan_update(struct kd_nic *nic);
+/* VIs the NIC can hold: a paced card keeps one SRAM page per VI. */
+uint32_t kd_nic_max_vi(const struct kd_nic *nic);
 /* A session of process pid on nic has ended (and left kd.sessions): free
  * the NIC lock if pid held it; reset the modelled clocks if nobody is left. */
 void kd_nic_session_gone(struct kd_nic *nic, pid_t pid);

@@ -223,7 +223,7 @@ void kd_op_query_nic(struct kd_client *c, uint64_t cookie, const void *body,
     unsigned i = c->sess->nic->index;
     snprintf(a->name, sizeof a->name, "via%u", i);
     kd_nic_addr(i, a->nic_addr);
-    a->max_vi = VIA_MAX_VI;
+    a->max_vi = kd_nic_max_vi(c->sess->nic);
     a->max_cq = VIA_MAX_CQ;
     a->max_cq_entries = VIA_MAX_CQ_ENTRIES;
     a->max_ptags = VIA_MAX_PTAGS;
@@ -234,4 +234,21 @@ void kd_op_query_nic(struct kd_client *c, uint64_t cookie, const void *body,
     a->queue_depth = VIA_QUEUE_DEPTH;
     a->max_register_bytes = VIA_MAX_REGISTER_BYTES;
     snprintf(a->profile, sizeof a->profile, "%s", c->sess->nic->prof.name);
+}
+
+/*
+ * A paced card maps one page of its SRAM per VI as the VI's doorbells (the
+ * Berkeley paper: "a memory-mapped page on the host corresponds to a full
+ * page of SRAM"), after the firmware's own 64 KiB (code, queues, staging;
+ * the paper used under 40 KB of data space). So SRAM bounds the VIs.
+ */
+uint32_t kd_nic_max_vi(const struct kd_nic *nic)
+{
+    const struct via_profile *p = &nic->prof;
+    if (!p->paced || p->sram_bytes <= 0)
+        return VIA_MAX_VI;
+    double n = (p->sram_bytes - 65536.0) / VIA_PAGE_SIZE;
+    if (n < 1)
+        return 1;
+    return n > VIA_MAX_VI ? VIA_MAX_VI : (uint32_t)n;
 }

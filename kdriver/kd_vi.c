@@ -103,12 +103,12 @@ void kd_op_create_vi(struct kd_client *c, uint64_t cookie, const void *body,
         return;
     }
     struct kd_nic *nic = s->nic;
-    uint32_t id = 0;
-    while (id < VIA_MAX_VI && nic->vi[id])
+    uint32_t id = 0, max = kd_nic_max_vi(nic);
+    while (id < max && nic->vi[id])
         id++;
-    if (id == VIA_MAX_VI) {
-        kd_fail(r, VIP_ERROR_RESOURCE, "all %u VIs of via%u are in use", VIA_MAX_VI,
-                nic->index);
+    if (id == max) {
+        kd_fail(r, VIP_ERROR_RESOURCE, "all %u VIs of via%u are in use%s", max, nic->index,
+                max < VIA_MAX_VI ? " (its profile's SRAM holds no more doorbell pages)" : "");
         return;
     }
     struct kd_vi *vi = calloc(1, sizeof *vi);

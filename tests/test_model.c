@@ -385,6 +385,21 @@ static void test_vipd_refuses_bad_profile(void)
     free(good);
 }
 
+/* A paced card holds one SRAM page of doorbells per VI: SRAM bounds MaxVI. */
+static void test_sram_bounds_vis(void)
+{
+    struct tl_nic t = {0}, u = {0};
+    TRC(tl_open(&t, "via2"), VIP_SUCCESS);
+    TRC(tl_open(&u, "via0"), VIP_SUCCESS);
+    CU_ASSERT_EQUAL(t.attr.MaxVI, (1024 - 64) / 4); /* sbus: 1 MB of SRAM */
+    CU_ASSERT_EQUAL(u.attr.MaxVI, VIA_MAX_VI);      /* native: no such limit */
+out:
+    if (t.nic)
+        tl_close(&t);
+    if (u.nic)
+        tl_close(&u);
+}
+
 static const struct tl_test tests[] = {
     TL_TEST(test_parser_refuses_bad_profiles),
     TL_TEST(test_shipped_profiles_hit_calibration),
@@ -392,6 +407,7 @@ static const struct tl_test tests[] = {
     TL_TEST(test_paced_agrees_with_model),
     TL_TEST(test_pacing_never_early),
     TL_TEST(test_vipd_refuses_bad_profile),
+    TL_TEST(test_sram_bounds_vis),
     TL_END,
 };
 
