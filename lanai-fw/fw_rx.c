@@ -98,7 +98,7 @@ static enum fw_rx_state rx_xdata(struct fw_vi *vi, const struct via_wire_hdr *h)
 static bool rx_header_ok(const struct fw_vi *vi, const struct via_wire_hdr *h)
 {
     if (h->conn_id != vi->chan->conn_id || h->dst_vi != vi->vi_id ||
-        h->msg_len > VIA_MAX_TRANSFER || h->frag_len > h->msg_len - 0u ||
+        h->msg_len > VIA_MAX_TRANSFER || h->frag_len > h->msg_len ||
         h->frag_off > h->msg_len - h->frag_len)
         return false;
     bool first = h->flags & VIA_PKT_FIRST;

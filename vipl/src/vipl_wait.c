@@ -126,7 +126,7 @@ VIP_RETURN vipl_wait(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn read
         /* A paced NIC holds an effect until its modelled time: keep
          * polling rather than sleep past it. */
         uint64_t held = n->fw.next_release;
-        if (held && held - now < 50000000u)
+        if (held && held < now + 50000000u)
             continue;
         /* Sleep: announce ourselves, re-check, then wait for seq to move. */
         struct via_event_page *ev = n->ev;
@@ -218,7 +218,6 @@ struct cq_wait {
     struct vip_cq *cq;
     VIP_VI_HANDLE *vi;
     VIP_BOOLEAN *recv;
-    bool progressed;
 };
 
 static bool cq_pop(struct vip_cq *cq, VIP_VI_HANDLE *vi, VIP_BOOLEAN *recv)
@@ -258,7 +257,7 @@ VIP_RETURN VipCQDone(VIP_CQ_HANDLE CQHandle, VIP_VI_HANDLE *ViHandle, VIP_BOOLEA
     if (atomic_load(&cq->fw.ring->overflow))
         return vipl_fail(VIP_ERROR_RESOURCE, "CQ overflowed: completions were lost "
                                              "(create it with more entries)");
-    struct cq_wait w = {cq, ViHandle, RecvQueue, false};
+    struct cq_wait w = {cq, ViHandle, RecvQueue};
     return cq_ready(&w) ? VIP_SUCCESS : VIP_NOT_DONE;
 }
 
@@ -270,6 +269,6 @@ VIP_RETURN VipCQWait(VIP_CQ_HANDLE CQHandle, VIP_ULONG Timeout, VIP_VI_HANDLE *V
         return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument to VipCQWait");
     if (atomic_load(&cq->fw.ring->overflow))
         return vipl_fail(VIP_ERROR_RESOURCE, "CQ overflowed: completions were lost");
-    struct cq_wait w = {cq, ViHandle, RecvQueue, false};
+    struct cq_wait w = {cq, ViHandle, RecvQueue};
     return vipl_wait(cq->nic, Timeout, cq_ready, &w);
 }
