@@ -33,7 +33,7 @@ static void np_lock(struct via_nic_page *np)
             if (holder && kill((pid_t)holder, 0) < 0 && errno == ESRCH)
                 atomic_compare_exchange_strong(&np->lock, &holder, 0);
         }
-        __builtin_ia32_pause();
+        hal_cpu_relax();
     }
 }
 
@@ -133,7 +133,7 @@ bool fw_release_due(struct fw_nic *nic, uint64_t t)
 void fw_spin_until(uint64_t t)
 {
     while (hal_now_ns() < t)
-        __builtin_ia32_pause();
+        hal_cpu_relax();
 }
 
 void fw_account(struct fw_nic *nic, enum via_stage st, uint32_t vi, uint32_t seq,

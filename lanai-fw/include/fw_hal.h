@@ -33,6 +33,16 @@ static inline void hal_host_store32(uint64_t host_va, uint32_t v, int release)
         *(volatile uint32_t *)(uintptr_t)host_va = v;
 }
 
+/* A polite busy-wait step. */
+static inline void hal_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 static inline uint64_t hal_now_ns(void)
 {
     struct timespec t;
