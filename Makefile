@@ -37,8 +37,10 @@ VIPCTL := $(B)/bin/vipctl
 BENCHES:= $(patsubst bench/%.c,$(B)/bin/%,$(BENCH_SRCS))
 TESTS  := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRCS))
 
-.PHONY: all test bench check-asan install clean deps deps-test deps-bench valgrind
-all: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(BENCHES) $(TESTS) $(B)/lib/pkgconfig/vipl.pc
+.PHONY: all progs test bench check-asan install clean deps deps-test deps-bench valgrind
+all: progs $(TESTS)
+# everything but the tests (which need CUnit)
+progs: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(BENCHES) $(B)/lib/pkgconfig/vipl.pc
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -107,7 +109,7 @@ valgrind: deps-test
 
 # ---- benchmarks ---------------------------------------------------------------
 bench: deps-bench
-	$(MAKE) --no-print-directory all
+	$(MAKE) --no-print-directory progs
 	@B=$(B) bench/run_bench.sh $(if $(QUICK),--quick)
 
 # ---- install --------------------------------------------------------------------
