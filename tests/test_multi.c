@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/tlib.h"
@@ -460,6 +462,124 @@ out:
     TCHILD_OK(&ch, 30000);
 }
 
+/* ---- notifications -------------------------------------------------------------- */
+
+struct note_cfg {
+    char disc[17];
+};
+
+/* Peer: connect, send one 4-byte message, wait for the parent's 'q'. */
+static int note_client(void *arg)
+{
+    const struct note_cfg *c = arg;
+    struct tl_nic t;
+    struct tl_buf b;
+    VIP_VI_HANDLE vi;
+    TC_RC(tl_open(&t, "via0"), VIP_SUCCESS);
+    TC_RC(tl_buf_alloc(&t, &b, 4096), VIP_SUCCESS);
+    TC_RC(tl_vi(&t, VIP_SERVICE_RELIABLE_DELIVERY, NULL, NULL, &vi), VIP_SUCCESS);
+    TC_RC(tl_request(&t, vi, "localhost", c->disc, 20000), VIP_SUCCESS);
+    VIP_DESCRIPTOR *sd = (VIP_DESCRIPTOR *)(void *)b.p;
+    memcpy(b.p + 1024, "note", 4);
+    tl_desc_1(sd, b.p + 1024, 4, b.mh);
+    TC_RC(VipPostSend(vi, sd, b.mh), VIP_SUCCESS);
+    VIP_DESCRIPTOR *d;
+    TC_RC(VipSendWait(vi, 20000, &d), VIP_SUCCESS);
+    TC_CHECK(tl_child_take(30000) == 'q');
+    VipDisconnect(vi);
+    VipDestroyVi(vi);
+    tl_buf_free(&b);
+    tl_close(&t);
+    return 0;
+}
+
+struct note_seen {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    VIP_DESCRIPTOR *desc;
+    VIP_VI_HANDLE vi;
+    int calls;
+};
+
+static void on_recv(VIP_PVOID ctx, VIP_NIC_HANDLE nic, VIP_VI_HANDLE vi, VIP_DESCRIPTOR *d)
+{
+    (void)nic;
+    struct note_seen *s = ctx;
+    pthread_mutex_lock(&s->lock);
+    s->desc = d;
+    s->vi = vi;
+    s->calls++;
+    pthread_cond_signal(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void on_never(VIP_PVOID ctx, VIP_NIC_HANDLE nic, VIP_VI_HANDLE vi, VIP_DESCRIPTOR *d)
+{
+    (void)nic;
+    (void)vi;
+    (void)d;
+    ((struct note_seen *)ctx)->calls++;
+}
+
+/* VipRecvNotify runs its handler once, with the completed descriptor; a
+ * notification still pending when the VI is destroyed never runs. */
+static void test_recv_notify(void)
+{
+    struct note_cfg cfg;
+    tl_discrim(cfg.disc, "nt");
+    struct note_seen seen = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+    struct note_seen never = {0};
+    struct tl_child ch = {0};
+    struct tl_nic t = {0};
+    struct tl_buf b = {0};
+    VIP_VI_HANDLE vi = NULL, idle = NULL;
+    TCHK(tl_spawn(&ch, note_client, &cfg) == 0);
+    TRC(tl_open(&t, "via0"), VIP_SUCCESS);
+    TRC(tl_buf_alloc(&t, &b, 4096), VIP_SUCCESS);
+    TRC(tl_vi(&t, VIP_SERVICE_RELIABLE_DELIVERY, NULL, NULL, &vi), VIP_SUCCESS);
+    TRC(tl_vi(&t, VIP_SERVICE_RELIABLE_DELIVERY, NULL, NULL, &idle), VIP_SUCCESS);
+    VIP_DESCRIPTOR *rd = (VIP_DESCRIPTOR *)(void *)b.p;
+    tl_desc_1(rd, b.p + 1024, 64, b.mh);
+    TRC(VipPostRecv(vi, rd, b.mh), VIP_SUCCESS);
+    TRC(VipRecvNotify(vi, &seen, on_recv), VIP_SUCCESS);
+    TRC(VipRecvNotify(idle, &never, on_never), VIP_SUCCESS);
+    TRC(VipRecvNotify(NULL, &seen, on_recv), VIP_INVALID_PARAMETER);
+    TRC(VipRecvNotify(vi, &seen, NULL), VIP_INVALID_PARAMETER);
+    TRC(tl_accept(&t, vi, cfg.disc, 20000), VIP_SUCCESS);
+    pthread_mutex_lock(&seen.lock);
+    uint64_t until = tl_now_ms() + 20000;
+    while (!seen.calls && tl_now_ms() < until) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&seen.cond, &seen.lock, &ts);
+    }
+    pthread_mutex_unlock(&seen.lock);
+    TCHK(seen.calls == 1);
+    TCHK(seen.desc == rd && seen.vi == vi);
+    TCHK(rd->CS.Status == (VIP_STATUS_DONE | VIP_STATUS_OP_RECEIVE));
+    TCHK(rd->CS.Length == 4 && memcmp(b.p + 1024, "note", 4) == 0);
+    VIP_DESCRIPTOR *d;
+    TRC(VipRecvDone(vi, &d), VIP_NOT_DONE); /* the handler took it */
+    TRC(VipDestroyVi(idle), VIP_SUCCESS);   /* joins its pending notification */
+    idle = NULL;
+    TCHK(never.calls == 0);
+out:
+    if (ch.pid)
+        tl_parent_post(&ch, 'q');
+    if (idle)
+        VipDestroyVi(idle);
+    if (vi) {
+        VipDisconnect(vi);
+        VipDestroyVi(vi);
+    }
+    if (ch.pid)
+        TCHILD_OK(&ch, 30000);
+    tl_buf_free(&b);
+    if (t.nic)
+        tl_close(&t);
+}
+
 int main(int argc, char **argv)
 {
     static const struct tl_test tests[] = {
@@ -470,6 +590,7 @@ int main(int argc, char **argv)
         TL_TEST(test_connect_request_timeout),
         TL_TEST(test_request_before_wait),
         TL_TEST(test_reject),
+        TL_TEST(test_recv_notify),
         TL_END,
     };
     return tl_main(argc, argv, "multi", tests);

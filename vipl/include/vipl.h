@@ -310,6 +310,20 @@ VIP_RETURN VipCQDone(IN VIP_CQ_HANDLE CQHandle, OUT VIP_VI_HANDLE *ViHandle,
 VIP_RETURN VipCQWait(IN VIP_CQ_HANDLE CQHandle, IN VIP_ULONG Timeout,
                      OUT VIP_VI_HANDLE *ViHandle, OUT VIP_BOOLEAN *RecvQueue);
 
+/* One-shot notification: Handler runs (on a library thread) once, with the
+ * next descriptor that completes on the queue, which it then owns. */
+VIP_RETURN VipSendNotify(IN VIP_VI_HANDLE ViHandle, IN VIP_PVOID Context,
+                         IN void (*Handler)(IN VIP_PVOID Context, IN VIP_NIC_HANDLE NicHandle,
+                                            IN VIP_VI_HANDLE ViHandle,
+                                            IN VIP_DESCRIPTOR *DescriptorPtr));
+VIP_RETURN VipRecvNotify(IN VIP_VI_HANDLE ViHandle, IN VIP_PVOID Context,
+                         IN void (*Handler)(IN VIP_PVOID Context, IN VIP_NIC_HANDLE NicHandle,
+                                            IN VIP_VI_HANDLE ViHandle,
+                                            IN VIP_DESCRIPTOR *DescriptorPtr));
+VIP_RETURN VipCQNotify(IN VIP_CQ_HANDLE CQHandle, IN VIP_PVOID Context,
+                       IN void (*Handler)(IN VIP_PVOID Context, IN VIP_NIC_HANDLE NicHandle,
+                                          IN VIP_VI_HANDLE ViHandle, IN VIP_BOOLEAN RecvQueue));
+
 VIP_RETURN VipErrorCallback(IN VIP_NIC_HANDLE NicHandle, IN VIP_PVOID Context,
                             IN void (*Handler)(IN VIP_PVOID Context,
                                                IN VIP_ERROR_DESCRIPTOR *ErrorDesc));

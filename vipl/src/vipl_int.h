@@ -57,6 +57,17 @@ struct vip_nic {
     VIP_PVOID err_ctx;
 };
 
+/* Pending one-shot notifications of a VI or CQ (vipl_notify.c). */
+struct vip_notify {
+    pthread_t thread;
+    struct vip_notify *next;
+};
+struct vip_notifiers {
+    pthread_mutex_t lock;
+    struct vip_notify *list;
+    _Atomic int cancel;          /* the VI or CQ is being destroyed */
+};
+
 struct vip_cq {
     uint32_t magic;
     uint32_t id;
@@ -64,6 +75,7 @@ struct vip_cq {
     struct fw_cq fw;
     size_t map_len;
     _Atomic uint32_t nvis;       /* VIs bound to it */
+    struct vip_notifiers notify;
 };
 
 /* Host-side record of posted descriptors, in posting order. The NIC
@@ -85,6 +97,7 @@ struct vip_vi {
     struct via_chan *chan;
     struct via_event_page *peer_ev;
     struct ext_merged *merged;   /* staging of the merged extension, lazily */
+    struct vip_notifiers notify;
 };
 
 struct vip_conn {
@@ -140,6 +153,11 @@ void vipl_vi_attach_channel(struct vip_vi *vi, const struct via_ctl_conn_done_r 
 void vipl_vi_detach_channel(struct vip_vi *vi);
 void vipl_attr_to_wire(const VIP_VI_ATTRIBUTES *a, struct via_vi_attr *w);
 void vipl_attr_from_wire(struct vip_nic *n, const struct via_vi_attr *w, VIP_VI_ATTRIBUTES *a);
+
+/* ---- vipl_notify.c ---------------------------------------------------------------- */
+void vipl_notifiers_init(struct vip_notifiers *n);
+/* Stop and join every pending notification (before the object goes). */
+void vipl_notifiers_fini(struct vip_notifiers *n);
 
 /* ---- extensions/ext_host.c ------------------------------------------------------- */
 /* Choose how a send reaches the NIC and build its doorbell token. */

@@ -77,6 +77,7 @@ VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES *ViAttribs,
     vi->scq = scq;
     vi->rcq = rcq;
     pthread_mutex_init(&vi->lock, NULL);
+    vipl_notifiers_init(&vi->notify);
     fw_vi_init(&vi->fw, &n->fw, r.vi_id, db);
     vi->fw.ptag = q.attr.ptag;
     vi->fw.reliability = q.attr.reliability;
@@ -133,10 +134,13 @@ VIP_RETURN VipDestroyVi(VIP_VI_HANDLE ViHandle)
         return vipl_fail(VIP_INVALID_STATE, "VI %u is %s: VipDisconnect it first",
                          vi->fw.vi_id, st == VIA_VI_CONNECTED ? "connected" : "connecting");
     struct vip_nic *n = vi->nic;
+    vipl_notifiers_fini(&vi->notify); /* no handler may see the VI go */
     struct via_ctl_vi q = {.vi_id = vi->fw.vi_id};
     VIP_RETURN rc = vipl_call(n, VIA_CTL_DESTROY_VI, &q, sizeof q, NULL, 0, NULL, NULL);
-    if (rc != VIP_SUCCESS)
+    if (rc != VIP_SUCCESS) {
+        vipl_notifiers_init(&vi->notify);
         return rc;
+    }
     if (vi->chan)
         vipl_vi_detach_channel(vi);
     ext_vi_fini(vi);
@@ -240,6 +244,7 @@ VIP_RETURN VipCreateCQ(VIP_NIC_HANDLE NicHandle, VIP_ULONG EntryCount, VIP_CQ_HA
     cq->map_len = len;
     cq->fw.ring = ring;
     pthread_mutex_init(&cq->fw.lock, NULL);
+    vipl_notifiers_init(&cq->notify);
     cq->magic = VIPL_MAGIC_CQ;
     *CQHandle = cq;
     return VIP_SUCCESS;
@@ -253,10 +258,13 @@ VIP_RETURN VipDestroyCQ(VIP_CQ_HANDLE CQHandle)
     if (atomic_load(&cq->nvis))
         return vipl_fail(VIP_INVALID_STATE, "%u VIs still use this CQ",
                          (unsigned)atomic_load(&cq->nvis));
+    vipl_notifiers_fini(&cq->notify);
     struct via_ctl_cq q = {.cq_id = cq->id};
     VIP_RETURN rc = vipl_call(cq->nic, VIA_CTL_DESTROY_CQ, &q, sizeof q, NULL, 0, NULL, NULL);
-    if (rc != VIP_SUCCESS)
+    if (rc != VIP_SUCCESS) {
+        vipl_notifiers_init(&cq->notify);
         return rc;
+    }
     munmap(cq->fw.ring, cq->map_len);
     pthread_mutex_destroy(&cq->fw.lock);
     cq->magic = VIPL_DEAD;
