@@ -50,6 +50,7 @@ struct vip_nic {
     struct via_status_page *st;
     struct via_nic_page *np;
 
+    _Atomic uint32_t spin_ns;    /* how long a wait polls before sleeping (vipl_wait.c) */
     pthread_mutex_t lock;        /* vis[], ptags, error callback */
     struct vip_vi *vis[VIA_MAX_VI];
     struct vip_ptag *ptags;

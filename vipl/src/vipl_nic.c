@@ -110,6 +110,7 @@ VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle)
                             .st = n->st, .np = n->np, .prof = &n->np->prof,
                             .paced = n->np->prof.paced != 0, .host = n};
     n->err_handler = default_error_handler;
+    atomic_store(&n->spin_ns, 100000u);
     n->magic = VIPL_MAGIC_NIC;
     *NicHandle = n;
     return VIP_SUCCESS;

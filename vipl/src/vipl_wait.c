@@ -24,7 +24,28 @@
 #include "fw_hal.h"
 #include "vipl_int.h"
 
-#define SPIN_NS 100000u /* how long a waiter polls before it sleeps */
+/*
+ * How long a waiter polls before it sleeps. On a quiet machine a message
+ * comes within microseconds, and polling is what makes it fast. But when
+ * the machine has more busy threads than cores, a poller holds the core the
+ * peer needs to send: a wait that had to sleep halves the budget (down to
+ * SPIN_MIN_NS), and each wait that polling satisfied earns some back (up to
+ * SPIN_MAX_NS). Only waits that sleep make system calls.
+ */
+#define SPIN_MAX_NS 100000u
+#define SPIN_MIN_NS 5000u
+
+static void spin_adapt(struct vip_nic *n, bool slept)
+{
+    uint32_t s = atomic_load_explicit(&n->spin_ns, memory_order_relaxed);
+    uint32_t t = slept ? s / 2 : s + s / 8 + 1000;
+    if (t < SPIN_MIN_NS)
+        t = SPIN_MIN_NS;
+    if (t > SPIN_MAX_NS)
+        t = SPIN_MAX_NS;
+    if (t != s)
+        atomic_store_explicit(&n->spin_ns, t, memory_order_relaxed);
+}
 
 void vipl_deliver_error(struct vip_vi *vi)
 {
@@ -111,11 +132,14 @@ VIP_RETURN vipl_wait(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn read
     if (timeout_ms == 0)
         return VIP_TIMEOUT;
     uint64_t deadline = deadline_of(timeout_ms);
-    uint64_t spin_until = hal_now_ns() + SPIN_NS;
+    uint64_t spin_until = hal_now_ns() + atomic_load_explicit(&n->spin_ns, memory_order_relaxed);
+    bool slept = false;
     for (unsigned i = 0;; i++) {
         n->fw.next_release = 0;
-        if (ready(arg))
+        if (ready(arg)) {
+            spin_adapt(n, slept);
             return VIP_SUCCESS;
+        }
         if ((i & 63) != 63)
             continue;
         uint64_t now = hal_now_ns();
@@ -135,6 +159,7 @@ VIP_RETURN vipl_wait(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn read
         n->fw.next_release = 0;
         if (ready(arg)) {
             atomic_fetch_sub(&ev->sleepers, 1);
+            spin_adapt(n, slept);
             return VIP_SUCCESS;
         }
         if (n->fw.next_release) {
@@ -150,7 +175,8 @@ VIP_RETURN vipl_wait(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn read
         struct timespec ts = {(time_t)(left / 1000000000u), (long)(left % 1000000000u)};
         syscall(SYS_futex, &ev->seq, FUTEX_WAIT, seq, &ts, NULL, 0);
         atomic_fetch_sub(&ev->sleepers, 1);
-        spin_until = hal_now_ns() + SPIN_NS / 10;
+        slept = true;
+        spin_until = hal_now_ns() + SPIN_MIN_NS;
     }
 }
 
