@@ -364,6 +364,7 @@ enum via_ctl_op {
     /* management (vipctl) */
     VIA_CTL_LIST_NICS, VIA_CTL_LIST_VIS, VIA_CTL_LIST_MEM,
     VIA_CTL_TRACE, VIA_CTL_SHUTDOWN, VIA_CTL_PING,
+    VIA_CTL_GET_PROFILE,    /* a NIC's profile, VI bound and modelled stage totals */
     VIA_CTL_NOPS
 };
 
@@ -490,6 +491,15 @@ struct via_ctl_query_nic_r {
 };
 
 struct via_ctl_trace { uint32_t on; uint32_t pad; };
+
+struct via_ctl_get_profile { uint32_t nic; uint32_t pad; };
+struct via_ctl_profile_r {
+    struct via_profile prof;
+    uint32_t max_vi;
+    uint32_t scan_slots;
+    uint64_t stage_ns[VIA_ST_NSTAGES_MAX];  /* modelled time charged per stage */
+    uint64_t stage_cnt[VIA_ST_NSTAGES_MAX]; /* since the NIC's last idle reset */
+};
 
 /* Management replies: fixed records, the reply body is an array. */
 struct via_nic_info {

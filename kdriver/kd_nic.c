@@ -252,3 +252,26 @@ uint32_t kd_nic_max_vi(const struct kd_nic *nic)
         return 1;
     return n > VIA_MAX_VI ? VIA_MAX_VI : (uint32_t)n;
 }
+
+void kd_op_get_profile(struct kd_client *c, uint64_t cookie, const void *body, struct kd_reply *r)
+{
+    (void)c;
+    (void)cookie;
+    const struct via_ctl_get_profile *q = body;
+    if (q->nic >= kd.nnics) {
+        kd_fail(r, VIP_INVALID_PARAMETER, "no such NIC via%u (this vipd has %u)", q->nic,
+                kd.nnics);
+        return;
+    }
+    struct kd_nic *nic = &kd.nic[q->nic];
+    struct via_ctl_profile_r *a = kd_body(r, sizeof *a);
+    if (!a)
+        return;
+    a->prof = nic->prof; /* vipd's own copy: clients can write the page */
+    a->max_vi = kd_nic_max_vi(nic);
+    a->scan_slots = atomic_load(&nic->page->scan_slots);
+    for (unsigned i = 0; i < VIA_ST_NSTAGES_MAX; i++) {
+        a->stage_ns[i] = atomic_load(&nic->page->stage_ns[i]);
+        a->stage_cnt[i] = atomic_load(&nic->page->stage_cnt[i]);
+    }
+}

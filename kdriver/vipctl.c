@@ -131,7 +131,12 @@ static int cmd_nics(void)
         printf("\tnic_addr:\t\t");
         print_addr(o->nic_addr);
         printf("\n\tstate:\t\t\tPORT_ACTIVE (emulated switch)\n");
-        printf("\tmax_vi:\t\t\t%u\n\tmax_cq:\t\t\t%u (per process)\n", VIA_MAX_VI, VIA_MAX_CQ);
+        struct via_ctl_get_profile q = {.nic = o->index};
+        size_t plen;
+        struct via_ctl_profile_r *pr = call(VIA_CTL_GET_PROFILE, &q, sizeof q, &plen);
+        printf("\tmax_vi:\t\t\t%u\n\tmax_cq:\t\t\t%u (per process)\n",
+               plen >= sizeof *pr ? pr->max_vi : VIA_MAX_VI, VIA_MAX_CQ);
+        free(pr);
         printf("\tmax_cq_entries:\t\t%u\n\tmax_ptags:\t\t%u (per process)\n",
                VIA_MAX_CQ_ENTRIES, VIA_MAX_PTAGS);
         printf("\tmax_tpt:\t\t%u (per process)\n\tmax_register_bytes:\t%llu\n", VIA_MAX_TPT,
@@ -149,6 +154,60 @@ static int cmd_nics(void)
                (unsigned long long)o->rx_dropped, (unsigned long long)o->desc_errors);
         if (i + 1 < n)
             printf("\n");
+    }
+    free(a);
+    return 0;
+}
+
+/* The NIC's profile in the units of its file, and what the model charged. */
+static int cmd_profile(const char *arg)
+{
+    unsigned nic = 0;
+    if (arg && (sscanf(arg, "via%u", &nic) != 1 && sscanf(arg, "%u", &nic) != 1)) {
+        fprintf(stderr, "vipctl: profile takes a NIC name such as via1, not '%s'\n", arg);
+        return 2;
+    }
+    struct via_ctl_get_profile q = {.nic = nic};
+    size_t len;
+    struct via_ctl_profile_r *a = call(VIA_CTL_GET_PROFILE, &q, sizeof q, &len);
+    if (len < sizeof *a) {
+        fprintf(stderr, "vipctl: short reply from vipd\n");
+        free(a);
+        return 1;
+    }
+    const struct via_profile *p = &a->prof;
+    char name[sizeof p->name + 1];
+    snprintf(name, sizeof name, "%.*s", (int)sizeof p->name, p->name);
+    printf("nic: via%u\n\tprofile:\t\t%s (%s)\n", nic, name,
+           p->paced ? "paced" : "not paced: no costs");
+    printf("\tdoorbells:\t\t%s\n", p->hw_doorbell ? "hardware (no scan)"
+                                                     : "polled linearly by the firmware");
+    printf("\tmax_vi:\t\t\t%u\n\tscan_slots:\t\t%u (VIs scanned + command queue)\n",
+           a->max_vi, a->scan_slots);
+    if (p->paced) {
+        double mbps = 8000.0;
+        printf("\tlanai_clock:\t\t%.1f MHz\n", p->lanai_mhz);
+        printf("\thost build:\t\t%.3f us\n\tpio write/read:\t\t%.3f / %.3f us per word\n",
+               p->host_build_ns / 1000, p->pio_write_ns / 1000, p->pio_read_ns / 1000);
+        printf("\tdoorbell poll:\t\t%.3f us per pair\n", p->poll_ns / 1000);
+        printf("\tfirmware steps:\t\tbell %.3f, desc %.3f, data %.3f, xmit %.3f, recv %.3f, "
+               "updt %.3f us\n", p->bell_ns / 1000, p->desc_ns / 1000, p->data_ns / 1000,
+               p->xmit_ns / 1000, p->recv_ns / 1000, p->updt_ns / 1000);
+        printf("\tdma:\t\t\tset-up %.3f us, host->NIC %.0f Mbit/s, NIC->host %.0f Mbit/s\n",
+               p->dma_setup_ns / 1000, mbps / p->h2n_ns_per_byte, mbps / p->n2h_ns_per_byte);
+        printf("\tlink:\t\t\t%.0f Mbit/s, switch %.3f us, header %.0f bytes\n",
+               mbps / p->link_ns_per_byte, p->switch_ns / 1000, p->wire_header);
+        printf("\tsram:\t\t\t%.0f KiB\n", p->sram_bytes / 1024);
+        static const char *const stage[] = {"Build", "T1_Ring", "T2_Bell", "T3_XDes",
+                                            "T4_XData", "T5_Transmit", "T6_Updt", "R1_Ring",
+                                            "R2_Bell", "R3_Receive", "R4_XDes", "R5_XData",
+                                            "R6_Updt"};
+        printf("\tmodelled time per stage since the NIC was last idle (mean):\n");
+        for (unsigned i = 0; i < sizeof stage / sizeof *stage; i++)
+            if (a->stage_cnt[i])
+                printf("\t  %-12s %10llu x %9.3f us\n", stage[i],
+                       (unsigned long long)a->stage_cnt[i],
+                       (double)a->stage_ns[i] / (double)a->stage_cnt[i] / 1000);
     }
     free(a);
     return 0;
@@ -359,6 +418,7 @@ static void usage(FILE *f)
                "  vis               table of all VIs\n"
                "  mem               table of registered memory\n"
                "  counters          per-NIC counters\n"
+               "  profile [viaN]    the NIC's timing profile, VI bound, modelled stage times\n"
                "  trace on|off|dump|stats\n"
                "                    stage trace control; dump prints the records (DUR_US:\n"
                "                    modelled stage time, paced profiles), stats the count\n"
@@ -399,6 +459,8 @@ int main(int argc, char **argv)
         return cmd_counters();
     if (strcmp(cmd, "trace") == 0)
         return cmd_trace(arg);
+    if (strcmp(cmd, "profile") == 0)
+        return cmd_profile(arg);
     if (strcmp(cmd, "ping") == 0)
         return cmd_ping();
     if (strcmp(cmd, "env") == 0)
