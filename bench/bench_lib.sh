@@ -9,6 +9,17 @@
 # (the directory holding vipd and vipctl) and WORK (a scratch directory), and
 # call bench_cleanup from an EXIT trap.
 
+# bench_find_build ROOT: the build directory, absolute: $B (default build), taken
+# relative to the current directory or else to ROOT; exported as B.
+bench_find_build() {
+    B=${B:-build}
+    if [ ! -d "$B/bin" ] && [ -d "$1/$B/bin" ]; then
+        B=$1/$B
+    fi
+    B=$(cd "$B" && pwd)
+    export B
+}
+
 VIPD_PID=
 VIPD_DIR=
 FI_SRV=

@@ -21,7 +21,9 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-B=${B:-build}
+# shellcheck source=bench/bench_lib.sh
+. "$HERE/bench_lib.sh"
+bench_find_build "$(cd "$HERE/.." && pwd)"
 BIN=$B/bin
 QUICK=0
 RUNS=
@@ -57,9 +59,6 @@ if ! command -v fi_pingpong >/dev/null 2>&1; then
     echo "compare_native.sh: fi_pingpong not found: install libfabric-bin ('make deps-bench')" >&2
     exit 1
 fi
-
-# shellcheck source=bench/bench_lib.sh
-. "$HERE/bench_lib.sh"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/vipcompare.XXXXXX")
 trap 'bench_cleanup; rm -rf "$WORK"' EXIT

@@ -24,12 +24,9 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
-B=${B:-build}
-if [ ! -d "$B/bin" ] && [ -d "$ROOT/$B/bin" ]; then
-    B=$ROOT/$B
-fi
-B=$(cd "$B" && pwd)
-export B
+# shellcheck source=bench/bench_lib.sh
+. "$HERE/bench_lib.sh"
+bench_find_build "$ROOT"
 BIN=$B/bin
 RES=${RESULTS:-$HERE/results}
 QUICK=0
@@ -43,8 +40,6 @@ while [ $# -gt 0 ]; do
     shift
 done
 
-# shellcheck source=bench/bench_lib.sh
-. "$HERE/bench_lib.sh"
 
 for p in vip_send_lat vip_send_bw vipd vipctl; do
     if [ ! -x "$BIN/$p" ]; then

@@ -21,11 +21,9 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
-B=${B:-build}
-if [ ! -d "$B/bin" ] && [ -d "$ROOT/$B/bin" ]; then
-    B=$ROOT/$B
-fi
-B=$(cd "$B" && pwd)
+# shellcheck source=bench/bench_lib.sh
+. "$HERE/bench_lib.sh"
+bench_find_build "$ROOT"
 BIN=$B/bin
 RES=${RESULTS:-$HERE/results}
 QUICK=0
@@ -42,8 +40,6 @@ done
 [ ${#PROFILES[@]} -gt 0 ] || PROFILES=(sbus pci)
 MODES=(standard descriptorless merged)
 
-# shellcheck source=bench/bench_lib.sh
-. "$HERE/bench_lib.sh"
 for p in vip_send_lat vip_send_bw vip_logp vip_model vipd vipctl; do
     [ -x "$BIN/$p" ] || { say "run_paced.sh: $BIN/$p is missing: run 'make' first"; exit 1; }
 done

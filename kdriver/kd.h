@@ -254,6 +254,8 @@ void kd_mem_session_free(struct kd_session *s);          /* ptags and regions */
 
 /* ---- VIs and CQs (kd_vi.c) ------------------------------------------------------ */
 struct kd_vi *kd_vi_of(const struct kd_session *s, uint32_t vi_id);
+/* The same for a request's VI argument: NULL, with the reply failed, if not the session's. */
+struct kd_vi *kd_vi_arg(const struct kd_session *s, uint32_t vi_id, struct kd_reply *r);
 void kd_vi_set_state(struct kd_vi *vi, enum via_vi_state st);
 const char *kd_vi_state_name(uint32_t st);
 void kd_vi_session_free(struct kd_session *s, unsigned *nvis, unsigned *ncqs);

@@ -195,11 +195,9 @@ void kd_op_conn_request(struct kd_client *c, uint64_t cookie, const void *body,
 {
     const struct via_ctl_conn_request *q = body;
     struct kd_session *s = c->sess;
-    struct kd_vi *vi = kd_vi_of(s, q->vi_id);
-    if (!vi) {
-        kd_fail(r, VIP_INVALID_PARAMETER, "VI %u is not a VI of this NIC handle", q->vi_id);
+    struct kd_vi *vi = kd_vi_arg(s, q->vi_id, r);
+    if (!vi)
         return;
-    }
     if (vi->state != VIA_VI_IDLE) {
         kd_fail(r, VIP_INVALID_STATE, "VI %u is %s: only an IDLE VI can connect", vi->id,
                 kd_vi_state_name(vi->state));
@@ -292,11 +290,9 @@ void kd_op_conn_accept(struct kd_client *c, uint64_t cookie, const void *body,
     struct kd_conn *cn = offered(s, q->conn_id, r);
     if (!cn)
         return;
-    struct kd_vi *vi = kd_vi_of(s, q->vi_id);
-    if (!vi) {
-        kd_fail(r, VIP_INVALID_PARAMETER, "VI %u is not a VI of this NIC handle", q->vi_id);
+    struct kd_vi *vi = kd_vi_arg(s, q->vi_id, r);
+    if (!vi)
         return;
-    }
     if (vi->state != VIA_VI_IDLE) {
         kd_fail(r, VIP_INVALID_STATE, "VI %u is %s: only an IDLE VI can accept", vi->id,
                 kd_vi_state_name(vi->state));
@@ -406,11 +402,9 @@ void kd_op_disconnect(struct kd_client *c, uint64_t cookie, const void *body,
 {
     (void)cookie;
     const struct via_ctl_vi *q = body;
-    struct kd_vi *vi = kd_vi_of(c->sess, q->vi_id);
-    if (!vi) {
-        kd_fail(r, VIP_INVALID_PARAMETER, "VI %u is not a VI of this NIC handle", q->vi_id);
+    struct kd_vi *vi = kd_vi_arg(c->sess, q->vi_id, r);
+    if (!vi)
         return;
-    }
     struct kd_conn *cn = vi->conn;
     if (cn && cn->state != KD_CONN_ACCEPTED) {
         request_end(cn, KD_CONN_REJECTED, VIP_REJECT,
@@ -427,11 +421,9 @@ void kd_op_vi_error(struct kd_client *c, uint64_t cookie, const void *body,
 {
     (void)cookie;
     const struct via_ctl_vi_error *q = body;
-    struct kd_vi *vi = kd_vi_of(c->sess, q->vi_id);
-    if (!vi) {
-        kd_fail(r, VIP_INVALID_PARAMETER, "VI %u is not a VI of this NIC handle", q->vi_id);
+    struct kd_vi *vi = kd_vi_arg(c->sess, q->vi_id, r);
+    if (!vi)
         return;
-    }
     if (vi->state == VIA_VI_ERROR)
         return; /* already broken (e.g. the peer went first) */
     if (vi->state != VIA_VI_CONNECTED || !vi->conn) {

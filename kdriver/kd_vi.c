@@ -26,6 +26,14 @@ const char *kd_vi_state_name(uint32_t st)
     return st < sizeof vi_state_name / sizeof vi_state_name[0] ? vi_state_name[st] : "?";
 }
 
+struct kd_vi *kd_vi_arg(const struct kd_session *s, uint32_t vi_id, struct kd_reply *r)
+{
+    struct kd_vi *vi = kd_vi_of(s, vi_id);
+    if (!vi)
+        kd_fail(r, VIP_INVALID_PARAMETER, "VI %u is not a VI of this NIC handle", vi_id);
+    return vi;
+}
+
 struct kd_vi *kd_vi_of(const struct kd_session *s, uint32_t vi_id)
 {
     if (vi_id >= VIA_MAX_VI)
@@ -177,11 +185,9 @@ void kd_op_destroy_vi(struct kd_client *c, uint64_t cookie, const void *body,
 {
     (void)cookie;
     const struct via_ctl_vi *q = body;
-    struct kd_vi *vi = kd_vi_of(c->sess, q->vi_id);
-    if (!vi) {
-        kd_fail(r, VIP_INVALID_PARAMETER, "VI %u is not a VI of this NIC handle", q->vi_id);
+    struct kd_vi *vi = kd_vi_arg(c->sess, q->vi_id, r);
+    if (!vi)
         return;
-    }
     kd_debug("session %u: VI %u destroyed (was %s)", c->sess->id, vi->id,
              kd_vi_state_name(vi->state));
     vi_free(vi, false);
@@ -191,11 +197,9 @@ void kd_op_set_vi(struct kd_client *c, uint64_t cookie, const void *body, struct
 {
     (void)cookie;
     const struct via_ctl_set_vi *q = body;
-    struct kd_vi *vi = kd_vi_of(c->sess, q->vi_id);
-    if (!vi) {
-        kd_fail(r, VIP_INVALID_PARAMETER, "VI %u is not a VI of this NIC handle", q->vi_id);
+    struct kd_vi *vi = kd_vi_arg(c->sess, q->vi_id, r);
+    if (!vi)
         return;
-    }
     if (vi->state != VIA_VI_IDLE) {
         kd_fail(r, VIP_INVALID_STATE, "VI %u is %s: attributes change only while IDLE", vi->id,
                 kd_vi_state_name(vi->state));
