@@ -1,6 +1,8 @@
-# One entry point: make, make test, make bench, make install, make check-asan.
+# One entry point: make, make test, make bench, make install, make check-asan,
+# make check-tsan.
 #
-# Everything is built under $(B) (default build/); ASan/UBSan under build-asan/.
+# Everything is built under $(B) (default build/); ASan/UBSan under build-asan/,
+# TSan under build-tsan/.
 
 B        ?= build
 PREFIX   ?= /usr/local
@@ -18,7 +20,7 @@ VERSION  := 0.1.0
 # Debian packages the build, tests and benchmarks need (see README).
 DEB_BUILD := gcc make libc6-dev
 DEB_TEST  := libcunit1-dev
-DEB_BENCH := gnuplot-nox libfabric-bin
+DEB_BENCH := gnuplot-nox libfabric-bin ucx-utils
 
 LIB_SRCS   := $(wildcard vipl/src/*.c) $(wildcard lanai-fw/*.c) $(wildcard extensions/*.c) \
 	kdriver/ctl_sock.c
@@ -27,6 +29,15 @@ VIPCTL_SRCS:= kdriver/vipctl.c kdriver/ctl_sock.c
 BENCH_SRCS := $(wildcard bench/*.c)
 TEST_SRCS  := $(wildcard tests/test_*.c)
 TEST_LIB   := $(wildcard tests/lib/*.c)
+# The symbols libvipl.so exports: the API of vipl.h and vipl_ext.h, nothing else.
+LIB_MAP    := vipl/libvipl.map
+
+# Tests and benchmarks that call library internals (fw_*, vipl_*, ...), which
+# libvipl.so does not export: they link libvipl.a instead.
+INTERNAL_TESTS  := test_fw test_model
+INTERNAL_BENCHES:= vip_model
+# The multi-threaded tests, which check-tsan runs (those that exist).
+TSAN_TESTS := test_threads test_progress test_multi
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
@@ -36,19 +47,32 @@ VIPD   := $(B)/bin/vipd
 VIPCTL := $(B)/bin/vipctl
 BENCHES:= $(patsubst bench/%.c,$(B)/bin/%,$(BENCH_SRCS))
 TESTS  := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRCS))
+BENCHES_A := $(filter $(patsubst %,$(B)/bin/%,$(INTERNAL_BENCHES)),$(BENCHES))
+TESTS_A   := $(filter $(patsubst %,$(B)/tests/%,$(INTERNAL_TESTS)),$(TESTS))
 
-.PHONY: all progs test bench check-asan install clean deps deps-test deps-bench valgrind
-all: progs $(TESTS)
+# Empty when CUnit's header is missing: then `all` skips the tests.
+HAVE_CUNIT := $(shell $(CC) $(CFLAGS) -E -include CUnit/CUnit.h -x c /dev/null >/dev/null 2>&1 && echo y)
+
+.PHONY: all progs testprogs test bench check-asan check-tsan install clean deps deps-test \
+	deps-bench valgrind
+ifeq ($(HAVE_CUNIT),)
+all: progs
+	@echo "make: skipping the tests: no CUnit/CUnit.h (Debian package $(DEB_TEST); make test installs it)"
+else
+all: progs testprogs
+endif
 # everything but the tests (which need CUnit)
 progs: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(BENCHES) $(B)/lib/pkgconfig/vipl.pc
+testprogs: $(TESTS)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(LIBSO): $(call obj,$(LIB_SRCS))
+$(LIBSO): $(call obj,$(LIB_SRCS)) $(LIB_MAP)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libvipl.so.$(SOVER) $(LDFLAGS) -o $@ $^ -lpthread -lm
+	$(CC) -shared -Wl,-soname,libvipl.so.$(SOVER) -Wl,--version-script=$(LIB_MAP) $(LDFLAGS) \
+		-o $@ $(filter %.o,$^) -lpthread -lm
 	ln -sf libvipl.so.$(SOVER) $(B)/lib/libvipl.so
 
 $(LIBA): $(call obj,$(LIB_SRCS))
@@ -64,14 +88,25 @@ $(VIPCTL): $(call obj,$(VIPCTL_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^
 
 # Benchmarks and tests link the shared library and find it (and vipd beside
-# it, in ../bin) through their rpath, as an installed program would.
-$(B)/bin/%: $(B)/obj/bench/%.o $(LIBSO)
+# it, in ../bin) through their rpath, as an installed program would; those
+# that use internals link the static library. Static pattern rules, so that
+# make keeps their objects (it deletes intermediate files of a chain).
+$(filter-out $(BENCHES_A),$(BENCHES)): $(B)/bin/%: $(B)/obj/bench/%.o $(LIBSO)
+	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/lib -lvipl -Wl,-rpath,'$$ORIGIN/../lib' -lm -lpthread
 
-$(B)/tests/%: $(B)/obj/tests/%.o $(call obj,$(TEST_LIB)) $(LIBSO)
+$(BENCHES_A): $(B)/bin/%: $(B)/obj/bench/%.o $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBA) -lpthread -lm
+
+$(filter-out $(TESTS_A),$(TESTS)): $(B)/tests/%: $(B)/obj/tests/%.o $(call obj,$(TEST_LIB)) $(LIBSO)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(call obj,$(TEST_LIB)) -L$(B)/lib -lvipl \
-		-Wl,-rpath,'$$ORIGIN/../lib' -lcunit -lpthread -lm
+		-Wl,-rpath,'$$ORIGIN/../lib' -lcunit -lpthread -ldl -lm
+
+$(TESTS_A): $(B)/tests/%: $(B)/obj/tests/%.o $(call obj,$(TEST_LIB)) $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(call obj,$(TEST_LIB)) $(LIBA) -lcunit -lpthread -lm
 
 $(B)/lib/pkgconfig/vipl.pc: vipl/vipl.pc.in
 	@mkdir -p $(dir $@)
@@ -95,16 +130,26 @@ deps-bench: deps
 
 # ---- tests ------------------------------------------------------------------
 test: deps-test
-	$(MAKE) --no-print-directory all
+	$(MAKE) --no-print-directory progs testprogs
 	@B=$(B) tests/run_tests.sh
 
 check-asan: deps-test
 	$(MAKE) --no-print-directory B=build-asan OPT=-O1 \
-		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" all
+		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+		progs testprogs
 	@B=build-asan ASAN_OPTIONS=detect_leaks=1 tests/run_tests.sh
 
+# Only the multi-threaded tests (TSAN_TESTS that exist); vipd is built with
+# TSan too.
+TSAN_RUN := $(filter $(TSAN_TESTS),$(patsubst tests/%.c,%,$(TEST_SRCS)))
+check-tsan: deps-test
+	$(MAKE) --no-print-directory B=build-tsan OPT=-O1 \
+		SAN="-fsanitize=thread -fno-omit-frame-pointer" progs testprogs
+	@$(if $(TSAN_RUN),B=build-tsan TSAN_OPTIONS=second_deadlock_stack=1 \
+		tests/run_tests.sh $(TSAN_RUN),echo "make: none of $(TSAN_TESTS) exists")
+
 valgrind: deps-test
-	$(MAKE) --no-print-directory all
+	$(MAKE) --no-print-directory progs testprogs
 	@B=$(B) VALGRIND=1 tests/run_tests.sh
 
 # ---- benchmarks ---------------------------------------------------------------
@@ -126,6 +171,6 @@ install: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(B)/lib/pkgconfig/vipl.pc
 	install -m 644 lanai-fw/profiles/*.conf $(DESTDIR)$(PREFIX)/share/vipl/profiles/
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-tsan
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

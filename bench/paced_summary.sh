@@ -23,7 +23,7 @@ verdict() { # measured target tolerance
     awk -v m="$1" -v t="$2" 'BEGIN { if (t == "-") { print "" } else { d = (m - t) / t; printf "%+.1f%% %s", 100 * d, (d < 0 ? -d : d) <= 0.10 ? "PASS" : "MISS" } }'
 }
 
-echo "Calibration (DESIGN.md section 5): target within 10%"
+echo "Calibration (spec-notes/design.md, Calibration): target within 10%"
 printf '  %-8s %22s %10s   %26s %10s\n' profile "4-byte one-way [us]" target "ping-pong slope [Mbit/s]" target
 for p in "$@"; do
     read -r tl ts <<<"$(target "$p")"

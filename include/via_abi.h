@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define VIA_ABI_VERSION 1u
+#define VIA_ABI_VERSION 2u
 #define VIA_PAGE_SIZE 4096u
 #define VIA_CACHELINE 64u
 
@@ -49,7 +49,7 @@
  * A doorbell token names a descriptor: its host virtual address and the
  * memory handle it was posted with (VipPostSend's MemoryHandle). The third
  * word carries the token kind and, for the short-message extensions, a
- * length (DESIGN.md section 6).
+ * length (spec-notes/extensions.md).
  */
 enum via_db_kind {
     VIA_DB_DESC = 0,     /* standard: descriptor address + handle */
@@ -232,16 +232,33 @@ static_assert(sizeof(struct via_cq_ring) == 128, "cq ring header");
 
 /* ---- the link: wire header and channel -----------------------------------------
  * Packet = header + payload, padded to 64 bytes, laid in a byte ring.
- * Wire format version 1; see spec-notes/wire.md.
+ * Wire format version 2; see spec-notes/wire.md. The opcodes follow a
+ * requester / responder / completer split: SEND and RDMA_WRITE carry a
+ * message (fragmented at VIA_MTU), RDMA_READ_REQ asks the responder for
+ * bytes that come back as RDMA_READ_RESP, ACK and NAK answer a message
+ * (ack_seq names it), PAD fills the end of a ring.
  */
 enum via_pkt_type {
-    VIA_PKT_DATA = 1,
+    VIA_PKT_SEND = 1,
     VIA_PKT_PAD = 2, /* filler to the end of the ring; skip it */
+    VIA_PKT_RDMA_WRITE = 3,
+    VIA_PKT_RDMA_READ_REQ = 4,
+    VIA_PKT_RDMA_READ_RESP = 5,
+    VIA_PKT_ACK = 6,
+    VIA_PKT_NAK = 7,
+    VIA_PKT_NTYPES
 };
 #define VIA_PKT_FIRST 0x1u
 #define VIA_PKT_LAST 0x2u
 #define VIA_PKT_IMM 0x4u
-#define VIA_WIRE_VERSION 1u
+#define VIA_WIRE_VERSION 2u
+
+/* NAK reasons (in imm of a NAK packet). */
+enum via_nak_reason {
+    VIA_NAK_NO_RECV = 1,    /* no receive descriptor posted */
+    VIA_NAK_RECV_ERROR = 2, /* the receive descriptor was malformed or too short */
+    VIA_NAK_PROTECTION = 3, /* RDMA target: handle, ptag, enable or bounds refused */
+};
 
 struct via_wire_hdr {
     uint8_t version;
@@ -251,16 +268,17 @@ struct via_wire_hdr {
     uint16_t src_nic, dst_nic;
     uint32_t dst_vi;
     uint32_t conn_id;
-    uint32_t msg_seq;  /* per direction, from 1 */
+    uint32_t msg_seq;  /* per direction, from 1 (messages, not ACK/NAK) */
     uint32_t msg_len;  /* whole message */
     uint32_t frag_off; /* offset of this fragment in the message */
     uint32_t frag_len;
-    uint32_t imm;
-    uint32_t crc; /* header check word; see via_wire_check() */
-    uint32_t pad1[2];
+    uint32_t imm;      /* immediate data (IMM), or the NAK reason */
+    uint32_t crc;      /* header check word; see via_wire_check() */
+    uint32_t rkey;     /* RDMA: the target's memory handle */
+    uint32_t ack_seq;  /* ACK/NAK: the message answered */
     uint64_t arrive_ns; /* paced profiles: modelled time the last byte reaches
                            the receiving NIC (CLOCK_MONOTONIC); 0 = now */
-    uint32_t pad2[2];
+    uint64_t raddr;    /* RDMA: the target address of this fragment's message */
 };
 static_assert(sizeof(struct via_wire_hdr) == 64, "wire header is one cache line");
 
@@ -272,16 +290,15 @@ static_assert(sizeof(struct via_wire_hdr) == 64, "wire header is one cache line"
  * head; the receiver reads head with acquire, consumes, then releases
  * space with a store of tail. A packet never wraps: when it would not fit
  * before the end, the sender first emits a PAD packet covering the rest.
- * delivered counts messages placed into receiver memory (reliable
- * reception acknowledgement). tx_waiting asks the receiver to wake the
- * sender's event page when it frees space or delivers.
+ * tx_waiting asks the receiver to wake the sender's event page when it
+ * frees space.
  */
 #define VIA_CHAN_RING (256u * 1024u)
 struct via_chan_dir {
     _Alignas(64) _Atomic uint64_t head;
     _Alignas(64) _Atomic uint64_t tail;
-    _Atomic uint32_t delivered;
     _Atomic uint32_t tx_waiting;
+    uint32_t pad;
     _Alignas(64) uint8_t ring[VIA_CHAN_RING];
 };
 
@@ -534,7 +551,9 @@ static inline uint32_t via_wire_check(const struct via_wire_hdr *h)
     uint32_t x = 0x9E3779B9u ^ ((uint32_t)h->version << 24 | (uint32_t)h->type << 16 |
                                 (uint32_t)h->flags << 8);
     const uint32_t w[] = {(uint32_t)h->src_nic << 16 | h->dst_nic, h->dst_vi, h->conn_id,
-                          h->msg_seq, h->msg_len, h->frag_off, h->frag_len, h->imm};
+                          h->msg_seq, h->msg_len, h->frag_off, h->frag_len, h->imm,
+                          h->rkey, h->ack_seq, (uint32_t)h->raddr,
+                          (uint32_t)(h->raddr >> 32)};
     for (unsigned i = 0; i < sizeof w / sizeof w[0]; i++) {
         x ^= w[i];
         x *= 0x85EBCA6Bu;

@@ -20,23 +20,75 @@
 #define CS_LENGTH 24
 #define CS_STATUS 28
 
+/*
+ * Wake-up ordering (every producer, every waiter):
+ *   producer: (1) publish the work (link head, CQ tail, status word: a
+ *             release store), (2) full fence, (3) set the arrival bit,
+ *             (4) full fence, (5) load sleepers; FUTEX_WAKE if non-zero.
+ *   waiter:   (a) increment sleepers (a locked RMW: a full fence), (b)
+ *             re-check its condition (exchange of the arrival bits, loads
+ *             of the link head and the status words), (c) FUTEX_WAIT on
+ *             seq only if seq is still what it read before (a).
+ * (2) keeps the publish before the load that decides whether the bit needs
+ * setting: without it the load could be satisfied early, see a bit the
+ * consumer is about to clear, skip the RMW, and leave work with no bit.
+ * (4) with (a) is the StoreLoad pair: either the waiter's (b) sees the
+ * work, or our (5) sees its sleepers count and wakes it.
+ */
 void fw_notify(struct via_event_page *ev, uint32_t vi_id)
 {
     if (!ev)
         return;
+    atomic_thread_fence(memory_order_seq_cst); /* (2) */
     if (vi_id < VIA_MAX_VI) {
         _Atomic uint64_t *w = &ev->arrived[vi_id / 64];
         uint64_t bit = 1ull << (vi_id % 64);
         /* Read first: a busy peer keeps the bit set and we skip the RMW. */
         if (!(atomic_load_explicit(w, memory_order_relaxed) & bit))
-            atomic_fetch_or_explicit(w, bit, memory_order_release);
+            atomic_fetch_or_explicit(w, bit, memory_order_seq_cst);
     }
-    /* Pairs with the waiter's increment of sleepers before its re-check. */
-    atomic_thread_fence(memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst); /* (4) */
     if (atomic_load_explicit(&ev->sleepers, memory_order_relaxed)) {
         atomic_fetch_add(&ev->seq, 1);
         syscall(SYS_futex, &ev->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
     }
+}
+
+void fw_wake_local(struct via_event_page *ev)
+{
+    atomic_thread_fence(memory_order_seq_cst); /* (4): the status store, then sleepers */
+    if (atomic_load_explicit(&ev->sleepers, memory_order_relaxed)) {
+        atomic_fetch_add(&ev->seq, 1);
+        syscall(SYS_futex, &ev->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    }
+}
+
+void fw_peer_published(struct fw_vi *vi)
+{
+    if (!vi->nic->paced) {
+        fw_notify(vi->peer_ev, vi->peer_vi);
+        return;
+    }
+    /* The bit now (a polling peer sees the packet at once), the wake later. */
+    if (vi->peer_ev && vi->peer_vi < VIA_MAX_VI) {
+        atomic_thread_fence(memory_order_seq_cst);
+        _Atomic uint64_t *w = &vi->peer_ev->arrived[vi->peer_vi / 64];
+        uint64_t bit = 1ull << (vi->peer_vi % 64);
+        if (!(atomic_load_explicit(w, memory_order_relaxed) & bit))
+            atomic_fetch_or_explicit(w, bit, memory_order_seq_cst);
+    }
+    vi->wake_peer = true;
+    fw_want_visit(vi);
+}
+
+void fw_want_visit(struct fw_vi *vi)
+{
+    if (vi->vi_id >= VIA_MAX_VI)
+        return;
+    _Atomic uint64_t *w = &vi->nic->work[vi->vi_id / 64];
+    uint64_t bit = 1ull << (vi->vi_id % 64);
+    if (!(atomic_load_explicit(w, memory_order_relaxed) & bit))
+        atomic_fetch_or_explicit(w, bit, memory_order_release);
 }
 
 static void cq_post(struct fw_vi *vi, struct fw_cq *cq, bool recv)
@@ -53,20 +105,22 @@ static void cq_post(struct fw_vi *vi, struct fw_cq *cq, bool recv)
         atomic_store_explicit(&r->tail, tail + 1, memory_order_release);
     }
     pthread_mutex_unlock(&cq->lock);
-    /* A thread of this process may sleep in VipCQWait. */
-    fw_notify(vi->nic->ev, UINT32_MAX);
 }
 
 void fw_updt(struct fw_vi *vi, const struct fw_xdes *d, bool recv, uint32_t status,
              uint32_t length)
 {
     uint32_t op = recv ? VIP_STATUS_OP_RECEIVE : VIP_STATUS_OP_SEND;
-    if (recv) {
-        hal_host_store32(d->va + CS_LENGTH, length, 0);
-        if (status & VIP_STATUS_IMMEDIATE)
-            hal_host_store32(d->va + CS_IMM, d->imm, 0);
+    /* d->va passed the TPT (fw_xdes.c, fw_token.c); 0 means it did not, and
+     * nothing is written: the VI's error says what happened. */
+    if (d->va) {
+        if (recv) {
+            hal_host_store32(d->va + CS_LENGTH, length, 0);
+            if (status & VIP_STATUS_IMMEDIATE)
+                hal_host_store32(d->va + CS_IMM, d->imm, 0);
+        }
+        hal_host_store32(d->va + CS_STATUS, VIP_STATUS_DONE | op | status, 1);
     }
-    hal_host_store32(d->va + CS_STATUS, VIP_STATUS_DONE | op | status, 1);
 
     struct via_vi_counters *c = &vi->db->cnt;
     if (status & VIP_STATUS_ERROR_MASK)
@@ -89,16 +143,20 @@ void fw_updt(struct fw_vi *vi, const struct fw_xdes *d, bool recv, uint32_t stat
     struct fw_cq *cq = recv ? vi->rcq : vi->scq;
     if (cq)
         cq_post(vi, cq, recv);
+    /* A thread of this process may sleep in a wait (per VI or on a CQ). */
+    fw_wake_local(vi->nic->ev);
 }
 
 /* Complete a token that never got its descriptor staged. */
 static void flush_token(struct fw_vi *vi, const struct via_db_token *tok, bool recv)
 {
-    /* The library never rings with a null descriptor; any other address
-     * is the owner's own memory, where its VipSendDone will look. */
-    if (!recv && VIA_DB_KIND(tok->word2) == VIA_DB_DESCLESS)
-        ext_descless_done(vi, tok);
-    struct fw_xdes d = {.va = tok->desc_va, .mem_handle = tok->mem_handle};
+    /* Written only where the TPT allows, like every other completion. */
+    const struct fw_token_kind *k = fw_token_kind(tok);
+    if (recv && VIA_DB_KIND(tok->word2) != VIA_DB_DESC)
+        k = NULL; /* receives are standard */
+    if (!recv && k && k->sent)
+        k->sent(vi, tok);
+    struct fw_xdes d = {.va = k ? k->status_va(vi, tok) : 0, .mem_handle = tok->mem_handle};
     fw_updt(vi, &d, recv, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
 }
 
@@ -118,8 +176,10 @@ void fw_flush(struct fw_vi *vi)
     if (vi->tx == FW_TX_XDES)
         flush_token(vi, &vi->sq.tok[vi->sq.head % VIA_QUEUE_DEPTH], false);
     else if (vi->tx != FW_TX_IDLE) {
-        if (vi->tx_mode == FW_EXT_DESCLESS)
-            ext_descless_done(vi, &vi->sq.tok[vi->sq.head % VIA_QUEUE_DEPTH]);
+        const struct via_db_token *tok = &vi->sq.tok[vi->sq.head % VIA_QUEUE_DEPTH];
+        const struct fw_token_kind *k = fw_token_kind(tok);
+        if (k && k->sent)
+            k->sent(vi, tok);
         fw_updt(vi, &vi->txd, false, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
     }
     if (vi->tx != FW_TX_IDLE) {
@@ -156,12 +216,14 @@ void fw_vi_error(struct fw_vi *vi, uint32_t code, uint64_t desc_va)
         fw_notify(vi->peer_ev, vi->peer_vi);
     }
     fw_flush(vi);
+    /* Recorded only: the host library reports it (to the kernel agent, then
+     * to the program) after it has dropped its locks (nic_vi_take_error). */
     vi->err_pending = true;
     vi->err_code = code;
     vi->err_desc = desc_va;
     if (!vi->err_reported) {
         vi->err_reported = true;
-        if (code != VIP_ERROR_CONN_LOST)
-            hal_report_vi_error(vi, code);
+        vi->err_told = code != VIP_ERROR_CONN_LOST;
     }
+    fw_notify(vi->nic->ev, UINT32_MAX);
 }

@@ -4,10 +4,11 @@
  * The host rang (T1/R1) by filling a slot of the VI's doorbell ring and
  * publishing prod. Taking a token moves it into the NIC's own work queue
  * and frees the ring slot, so the host can queue more without waiting for
- * the NIC to finish the earlier messages (DESIGN.md section 3).
+ * the NIC to finish the earlier messages (spec-notes/design.md, "Doorbell pages").
  *
  * In the native profile there is no linear scan of every VI's doorbells:
- * VipPostSend points the NIC at the VI directly (a hardware doorbell queue).
+ * ringing points the NIC at the VI directly (a hardware doorbell queue,
+ * nic_ring in fw_nic.c).
  */
 #include "fw.h"
 

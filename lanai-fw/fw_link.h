@@ -1,23 +1,62 @@
 /*
- * fw_link.h - packet ring operations of a channel direction (fw_link.c).
+ * fw_link.h - the link between two NIC ports, as an interface.
+ *
+ * A VI's connection reaches the peer NIC through a struct fw_link: an
+ * operations table and the state of one implementation. The first is the
+ * shared-memory ring of a channel (fw_link.c, the in-memory switch); a
+ * network link can stand beside it with the same operations.
+ *
+ * Rules every implementation keeps:
+ *   - reserve/publish are the sender's (T5): reserve room for a packet of
+ *     `payload` bytes (NULL when full), fill header and payload, publish.
+ *     Packets are delivered whole and in order, or the link is broken.
+ *   - peek/consume are the receiver's (R3): peek copies the next packet's
+ *     header out ONCE and validates the copy (version, check word, type,
+ *     lengths within the link); only the copy is used afterwards, since the
+ *     other end may rewrite what it published. consume releases it.
  */
 #ifndef FW_LINK_H
 #define FW_LINK_H
 
+#include <stdbool.h>
+
 #include "via_abi.h"
 
-/* Sender: room for a packet with `payload` bytes, or NULL when full. */
-struct via_wire_hdr *fw_link_reserve(struct via_chan_dir *d, uint32_t payload);
-/* Sender: seal the header and make the packet visible (T5 Transmit). */
-void fw_link_publish(struct via_chan_dir *d, struct via_wire_hdr *h);
-/* Receiver: next packet, validated, or NULL (*bad set if malformed). */
-const struct via_wire_hdr *fw_link_peek(struct via_chan_dir *d, uint64_t *tail, int *bad);
-/* Receiver: release the packet's bytes to the sender. */
-void fw_link_consume(struct via_chan_dir *d, const struct via_wire_hdr *h);
+struct fw_link;
 
-static inline const uint8_t *fw_link_payload(const struct via_wire_hdr *h)
-{
-    return (const uint8_t *)(h + 1);
-}
+enum fw_link_peek_rc {
+    FW_LINK_EMPTY = 0,
+    FW_LINK_PACKET = 1,
+    FW_LINK_BAD = -1, /* malformed: the link is unusable */
+};
+
+struct fw_link_ops {
+    const char *name;
+    struct via_wire_hdr *(*reserve)(struct fw_link *l, uint32_t payload);
+    void (*publish)(struct fw_link *l, struct via_wire_hdr *h);
+    /* Next packet: its validated header copy and payload (PAD packets are
+     * skipped inside). */
+    enum fw_link_peek_rc (*peek)(struct fw_link *l, struct via_wire_hdr *h,
+                                 const uint8_t **payload);
+    void (*consume)(struct fw_link *l, const struct via_wire_hdr *h);
+    /* Anything to receive? (a cheap check for pollers) */
+    bool (*pending)(const struct fw_link *l);
+};
+
+struct fw_link {
+    const struct fw_link_ops *ops;
+    struct via_chan_dir *tx, *rx; /* shared-memory ring: our direction, theirs */
+};
+
+/* The shared-memory ring of a channel (fw_link.c). */
+extern const struct fw_link_ops fw_link_shm_ops;
+void fw_link_shm_init(struct fw_link *l, struct via_chan *chan, int side);
+
+/* The ring operations themselves, on one direction (also used by tests). */
+struct via_wire_hdr *fw_link_reserve(struct via_chan_dir *d, uint32_t payload);
+void fw_link_publish(struct via_chan_dir *d, struct via_wire_hdr *h);
+enum fw_link_peek_rc fw_link_peek(struct via_chan_dir *d, struct via_wire_hdr *h,
+                                  const uint8_t **payload);
+void fw_link_consume(struct via_chan_dir *d, const struct via_wire_hdr *h);
 
 #endif

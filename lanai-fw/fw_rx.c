@@ -1,12 +1,22 @@
 /*
- * fw_rx.c - the receive pipeline: R2 Bell -> R3 Receive -> R4 XDes ->
- * R5 XData -> R6 Updt.
+ * fw_rx.c - the receive pipeline (R2 Bell -> R3 Receive -> R4 XDes ->
+ * R5 XData -> R6 Updt), the responder, and the completer's view of ACKs.
  *
  * Receive doorbells are taken ahead of time (R2) into the NIC's queue.
- * When a packet arrives (R3) the NIC only then learns which VI it is for;
- * on the first fragment of a message it stages the next receive descriptor
- * of that VI (R4), scatters every fragment into the descriptor's segments
- * (R5), and completes it after the last one (R6).
+ * When a packet arrives (R3) the NIC only then learns which VI it is for
+ * and what it asks; a table of packet opcodes dispatches it:
+ *   SEND        on the first fragment of a message the NIC stages the next
+ *               receive descriptor (R4), scatters every fragment into its
+ *               segments (R5), and completes it after the last one (R6); a
+ *               reliable-reception VI then acknowledges it with an ACK.
+ *               With no receive posted it is dropped (NAK on reliable VIs).
+ *   RDMA_WRITE  the responder checks the target region (memory handle,
+ *               ptag, the region's and the VI's RDMA-write enables, bounds)
+ *               before any byte is written; no receive descriptor is used
+ *               unless the write carries immediate data.
+ *   ACK, NAK    the completer's: the peer placed (or refused) our message.
+ *   RDMA_READ_REQ/RESP are defined on the wire but never issued by this
+ *               NIC version; receiving one is a protocol error.
  */
 #include <vipl.h>
 
@@ -37,6 +47,43 @@ static void rx_transport_error(struct fw_vi *vi)
     vi->reliability = rel;
 }
 
+/* ACK or NAK for a message of the peer's (the completer on the other
+ * side waits for it). Owed until there is room on the link. */
+static void rx_answer(struct fw_vi *vi)
+{
+    struct fw_link *l = &vi->link;
+    while (vi->ack_owed || vi->nak_owed) {
+        bool nak = vi->nak_owed != 0;
+        struct via_wire_hdr *h = l->ops->reserve(l, 0);
+        if (!h) {
+            atomic_store(&l->tx->tx_waiting, 1);
+            fw_want_visit(vi);
+            return;
+        }
+        *h = (struct via_wire_hdr){
+            .version = VIA_WIRE_VERSION, .type = nak ? VIA_PKT_NAK : VIA_PKT_ACK,
+            .src_nic = vi->nic->nic_index, .dst_nic = vi->chan->nic[1 - vi->side],
+            .dst_vi = vi->peer_vi, .conn_id = vi->chan->conn_id,
+            .ack_seq = nak ? vi->nak_owed : vi->ack_owed,
+            .imm = nak ? VIA_NAK_NO_RECV : 0};
+        l->ops->publish(l, h);
+        if (nak)
+            vi->nak_owed = 0;
+        else
+            vi->ack_owed = 0;
+        fw_peer_published(vi);
+    }
+}
+
+/* Refuse a message of a reliable VI: the peer hears it as a NAK. */
+static void rx_refuse(struct fw_vi *vi, uint32_t seq)
+{
+    if (vi->reliability != VIP_SERVICE_UNRELIABLE) {
+        vi->nak_owed = seq;
+        rx_answer(vi);
+    }
+}
+
 /* R3 Receive of a FIRST fragment, then R4 XDes. Returns the next state. */
 static enum fw_rx_state rx_first(struct fw_vi *vi, const struct via_wire_hdr *h)
 {
@@ -50,6 +97,7 @@ static enum fw_rx_state rx_first(struct fw_vi *vi, const struct via_wire_hdr *h)
         /* No receive posted: VIA drops the message; reliable levels also
          * break the connection (VIP_ERROR_RECVQ_EMPTY). */
         fw_count(&vi->db->cnt.rx_dropped, 1);
+        rx_refuse(vi, h->msg_seq);
         fw_vi_error(vi, VIP_ERROR_RECVQ_EMPTY, 0);
         return FW_RX_DISCARD;
     }
@@ -63,6 +111,7 @@ static enum fw_rx_state rx_first(struct fw_vi *vi, const struct via_wire_hdr *h)
         fw_updt(vi, &vi->rxd, true, err, 0);
         vi->rq.head++;
         fw_count(&vi->db->cnt.rx_dropped, 1);
+        rx_refuse(vi, h->msg_seq);
         fw_vi_error(vi, VIP_ERROR_POST_DESC, vi->rxd.va);
         return FW_RX_DISCARD;
     }
@@ -71,14 +120,14 @@ static enum fw_rx_state rx_first(struct fw_vi *vi, const struct via_wire_hdr *h)
 }
 
 /* R5 XData for one fragment, R6 Updt after the last. */
-static enum fw_rx_state rx_xdata(struct fw_vi *vi, const struct via_wire_hdr *h)
+static enum fw_rx_state rx_xdata(struct fw_vi *vi, const struct via_wire_hdr *h,
+                                 const uint8_t *payload)
 {
     if (h->frag_off != vi->rx_got) {
         rx_transport_error(vi);
         return FW_RX_IDLE;
     }
-    fw_xdata_copy(&vi->rxd, h->frag_off, (uint8_t *)(uintptr_t)fw_link_payload(h), h->frag_len,
-                  true);
+    fw_xdata_copy(&vi->rxd, h->frag_off, (uint8_t *)(uintptr_t)payload, h->frag_len, true);
     vi->rx_got += h->frag_len;
     FW_TRACE(vi->nic, VIA_ST_R5_XDATA, vi->vi_id, h->msg_seq, h->frag_len);
     if (!(h->flags & VIA_PKT_LAST))
@@ -88,17 +137,25 @@ static enum fw_rx_state rx_xdata(struct fw_vi *vi, const struct via_wire_hdr *h)
     fw_updt(vi, &vi->rxd, true, (h->flags & VIA_PKT_IMM) ? VIP_STATUS_IMMEDIATE : 0,
             vi->rx_got);
     vi->rq.head++;
-    /* Reliable reception: the sender's descriptor completes on this. */
-    atomic_store_explicit(&vi->chan->dir[1 - vi->side].delivered, h->msg_seq,
-                          memory_order_release);
+    /* Reliable reception: the sender's descriptor completes on our ACK. */
+    if (vi->reliability == VIP_SERVICE_RELIABLE_RECEPTION) {
+        vi->ack_owed = h->msg_seq;
+        rx_answer(vi);
+    }
     return FW_RX_IDLE;
 }
 
-/* Header checks that need the VI's view: right connection, in order. */
+/* Header checks that need the VI's view: right connection, lengths, and
+ * for messages the order of fragments and sequence numbers. */
 static bool rx_header_ok(const struct fw_vi *vi, const struct via_wire_hdr *h)
 {
-    if (h->conn_id != vi->chan->conn_id || h->dst_vi != vi->vi_id ||
-        h->msg_len > VIA_MAX_TRANSFER || h->frag_len > h->msg_len ||
+    if (h->conn_id != vi->chan->conn_id || h->dst_vi != vi->vi_id)
+        return false;
+    if (h->type == VIA_PKT_ACK || h->type == VIA_PKT_NAK)
+        /* Only a message we sent can be answered, and each once. */
+        return h->frag_len == 0 && (int32_t)(h->ack_seq - vi->acked) > 0 &&
+               (int32_t)(h->ack_seq - vi->tx_seq) <= 0;
+    if (h->msg_len > VIA_MAX_TRANSFER || h->frag_len > h->msg_len ||
         h->frag_off > h->msg_len - h->frag_len)
         return false;
     bool first = h->flags & VIA_PKT_FIRST;
@@ -113,10 +170,10 @@ static bool rx_header_ok(const struct fw_vi *vi, const struct via_wire_hdr *h)
  * and R4 with the first fragment, R5 for its share of the data, R6 with
  * the last) from the moment it has arrived; false while real time has not
  * reached their end, i.e. the packet is not yet visible to the host. */
-static bool rx_due(struct fw_vi *vi, const struct via_wire_hdr *h, uint64_t tail)
+static bool rx_due(struct fw_vi *vi, const struct via_wire_hdr *h, uint64_t key)
 {
     struct fw_nic *nic = vi->nic;
-    if (vi->rx_sched_for != tail + 1) {
+    if (vi->rx_sched_for != key) {
         const struct via_profile *p = nic->prof;
         bool first = h->flags & VIA_PKT_FIRST, last = h->flags & VIA_PKT_LAST;
         uint32_t n = h->msg_len;
@@ -128,7 +185,7 @@ static bool rx_due(struct fw_vi *vi, const struct via_wire_hdr *h, uint64_t tail
         uint64_t dur = (uint64_t)(c3 + c4 + c5 + c6);
         uint64_t start = fw_sched_recv(nic, h->arrive_ns ? h->arrive_ns : hal_now_ns(), dur);
         vi->rx_release = start + dur;
-        vi->rx_sched_for = tail + 1;
+        vi->rx_sched_for = key;
         if (first) {
             fw_account(nic, VIA_ST_R3_RECEIVE, vi->vi_id, h->msg_seq, n, c3);
             fw_account(nic, VIA_ST_R4_XDES, vi->vi_id, h->msg_seq, n, c4);
@@ -137,41 +194,129 @@ static bool rx_due(struct fw_vi *vi, const struct via_wire_hdr *h, uint64_t tail
         if (last)
             fw_account(nic, VIA_ST_R6_UPDT, vi->vi_id, h->msg_seq, n, c6);
     }
-    return fw_release_due(nic, vi->rx_release);
+    return fw_release_due(vi, vi->rx_release);
 }
+
+/* ---- the opcode table ------------------------------------------------------- */
+
+/* SEND: R3/R4 on the first fragment, R5 on each, R6 after the last. */
+static void op_send(struct fw_vi *vi, const struct via_wire_hdr *h, const uint8_t *payload)
+{
+    if (vi->rx == FW_RX_IDLE)
+        vi->rx = rx_first(vi, h);
+    if (vi->rx == FW_RX_XDATA)
+        vi->rx = rx_xdata(vi, h, payload);
+    else if (vi->rx == FW_RX_DISCARD && (h->flags & VIA_PKT_LAST))
+        vi->rx = FW_RX_IDLE;
+}
+
+/* RDMA_WRITE: the responder places each fragment at raddr + frag_off after
+ * checking the whole target range; with immediate data the last fragment
+ * also completes a receive descriptor (no data goes into its segments). */
+static void op_rdma_write(struct fw_vi *vi, const struct via_wire_hdr *h,
+                          const uint8_t *payload)
+{
+    bool first = h->flags & VIA_PKT_FIRST, last = h->flags & VIA_PKT_LAST;
+    if (first) {
+        vi->rx_seq = h->msg_seq;
+        vi->rx = FW_RX_XDATA;
+        uint32_t prot = vi->rdma_write ? fw_tpt_check_rdma(vi, h->rkey, h->raddr, h->msg_len,
+                                                             VIA_TPT_RDMA_WRITE)
+                                       : VIP_STATUS_PROTECTION_ERROR;
+        if (prot || vi->in_error) {
+            vi->rx = FW_RX_DISCARD;
+            if (prot) {
+                fw_count(&vi->db->cnt.rx_dropped, 1);
+                vi->nak_owed = h->msg_seq;
+                rx_answer(vi);
+                uint32_t rel = vi->reliability; /* never benign (VIA 1.0) */
+                vi->reliability = VIP_SERVICE_RELIABLE_DELIVERY;
+                fw_vi_error(vi, VIP_ERROR_RDMAW_PROT, 0);
+                vi->reliability = rel;
+            }
+        }
+    }
+    if (vi->rx == FW_RX_XDATA && h->frag_len)
+        hal_dma_to_host(h->raddr + h->frag_off, payload, h->frag_len);
+    if (!last)
+        return;
+    bool placed = vi->rx == FW_RX_XDATA;
+    vi->rx = FW_RX_IDLE;
+    if (!placed)
+        return;
+    if (h->flags & VIA_PKT_IMM) {
+        if (vi->rq.head == vi->rq.tail)
+            fw_bell_take(&vi->db->rq, &vi->rq, NULL);
+        if (vi->rq.head == vi->rq.tail) {
+            fw_count(&vi->db->cnt.rx_dropped, 1);
+            rx_refuse(vi, h->msg_seq);
+            fw_vi_error(vi, VIP_ERROR_RECVQ_EMPTY, 0);
+            return;
+        }
+        fw_xdes_fetch(vi, &vi->rq.tok[vi->rq.head % VIA_QUEUE_DEPTH], true, &vi->rxd);
+        vi->rxd.imm = h->imm;
+        fw_updt(vi, &vi->rxd, true,
+                vi->rxd.status ? vi->rxd.status : VIP_STATUS_IMMEDIATE, h->msg_len);
+        vi->rq.head++;
+    }
+    if (vi->reliability == VIP_SERVICE_RELIABLE_RECEPTION) {
+        vi->ack_owed = h->msg_seq;
+        rx_answer(vi);
+    }
+}
+
+/* ACK: the peer placed our messages up to ack_seq. */
+static void op_ack(struct fw_vi *vi, const struct via_wire_hdr *h, const uint8_t *payload)
+{
+    (void)payload;
+    vi->acked = h->ack_seq;
+}
+
+/* NAK: the peer refused message ack_seq; the completer fails it. */
+static void op_nak(struct fw_vi *vi, const struct via_wire_hdr *h, const uint8_t *payload)
+{
+    (void)payload;
+    vi->acked = h->ack_seq - 1;
+    vi->naked = true;
+}
+
+typedef void (*rx_op_fn)(struct fw_vi *, const struct via_wire_hdr *, const uint8_t *);
+static const struct {
+    rx_op_fn fn;
+    bool message; /* carries a message (sequence, receive stages, pacing) */
+} rx_ops[VIA_PKT_NTYPES] = {
+    [VIA_PKT_SEND] = {op_send, true},
+    [VIA_PKT_RDMA_WRITE] = {op_rdma_write, true},
+    [VIA_PKT_ACK] = {op_ack, false},
+    [VIA_PKT_NAK] = {op_nak, false},
+    /* RDMA_READ_REQ, RDMA_READ_RESP: not issued by this NIC version */
+};
 
 static void rx_packets(struct fw_vi *vi)
 {
-    struct via_chan_dir *dir = &vi->chan->dir[1 - vi->side];
+    struct fw_link *l = &vi->link;
     unsigned n = 0;
+    rx_answer(vi); /* what the link was too full to take last time */
     for (;;) {
-        uint64_t tail;
-        int bad;
-        const struct via_wire_hdr *h = fw_link_peek(dir, &tail, &bad);
-        if (!h) {
-            if (bad)
-                rx_transport_error(vi);
+        struct via_wire_hdr h;
+        const uint8_t *payload;
+        enum fw_link_peek_rc rc = l->ops->peek(l, &h, &payload);
+        if (rc == FW_LINK_EMPTY)
+            break;
+        if (rc == FW_LINK_BAD || !rx_ops[h.type].fn || !rx_header_ok(vi, &h)) {
+            rx_transport_error(vi);
             break;
         }
-        if (h->type == VIA_PKT_DATA) {
-            if (!rx_header_ok(vi, h)) {
-                rx_transport_error(vi);
-                break;
-            }
-            if (vi->nic->paced && !rx_due(vi, h, tail))
-                break;
-            if (vi->rx == FW_RX_IDLE)
-                vi->rx = rx_first(vi, h);
-            if (vi->rx == FW_RX_XDATA)
-                vi->rx = rx_xdata(vi, h);
-            else if (vi->rx == FW_RX_DISCARD && (h->flags & VIA_PKT_LAST))
-                vi->rx = FW_RX_IDLE;
-        }
-        fw_link_consume(dir, h);
+        if (rx_ops[h.type].message && vi->nic->paced && !rx_due(vi, &h, vi->rx_pkts + 1))
+            break;
+        rx_ops[h.type].fn(vi, &h, payload);
+        l->ops->consume(l, &h);
+        vi->rx_pkts++;
         n++;
     }
-    if (n && atomic_load_explicit(&dir->tx_waiting, memory_order_relaxed) &&
-        atomic_exchange(&dir->tx_waiting, 0))
+    struct via_chan_dir *in = l->rx;
+    if (n && atomic_load_explicit(&in->tx_waiting, memory_order_relaxed) &&
+        atomic_exchange(&in->tx_waiting, 0))
         fw_notify(vi->peer_ev, vi->peer_vi);
 }
 
@@ -179,9 +324,7 @@ bool fw_rx_pending(const struct fw_vi *vi)
 {
     if (!vi->chan)
         return false;
-    const struct via_chan_dir *dir = &vi->chan->dir[1 - vi->side];
-    return atomic_load_explicit(&dir->head, memory_order_acquire) !=
-               atomic_load_explicit(&dir->tail, memory_order_relaxed) ||
+    return vi->link.ops->pending(&vi->link) ||
            atomic_load_explicit(&vi->chan->state, memory_order_relaxed) != VIA_CHAN_OPEN;
 }
 
@@ -196,9 +339,9 @@ void fw_rx_progress(struct fw_vi *vi)
     }
     if (!vi->chan)
         return;
-    /* Packets already on the link are delivered before a close is seen. */
+    /* Packets already on the link are taken before a close is seen (the
+     * caller checks the link after the send side had its turn). */
     rx_packets(vi);
-    fw_link_check(vi);
 }
 
 void fw_link_check(struct fw_vi *vi)
@@ -208,9 +351,7 @@ void fw_link_check(struct fw_vi *vi)
     uint32_t cs = atomic_load_explicit(&vi->chan->state, memory_order_acquire);
     if (cs == VIA_CHAN_OPEN)
         return;
-    if (cs == VIA_CHAN_CLOSED && fw_rx_pending(vi) &&
-        atomic_load(&vi->chan->dir[1 - vi->side].head) !=
-            atomic_load(&vi->chan->dir[1 - vi->side].tail))
+    if (cs == VIA_CHAN_CLOSED && vi->link.ops->pending(&vi->link))
         return; /* drain first */
     if (!vi->in_error) {
         uint32_t rel = vi->reliability;
@@ -230,8 +371,8 @@ void fw_vi_init(struct fw_vi *vi, struct fw_nic *nic, uint32_t vi_id, struct via
     vi->rx = FW_RX_IDLE;
     vi->sq.head = vi->sq.tail = 0;
     vi->rq.head = vi->rq.tail = 0;
-    vi->tx_seq = vi->rx_seq = 0;
-    vi->err_pending = vi->err_reported = vi->in_error = false;
+    vi->tx_seq = vi->rx_seq = vi->acked = 0;
+    vi->err_pending = vi->err_reported = vi->err_told = vi->in_error = false;
     /* The doorbell rings may hold tokens from nobody: start where they are. */
     atomic_store(&db->sq.cons, atomic_load(&db->sq.prod));
     atomic_store(&db->rq.cons, atomic_load(&db->rq.prod));
@@ -241,13 +382,17 @@ void fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t p
                    struct via_event_page *peer_ev)
 {
     vi->chan = chan;
+    fw_link_shm_init(&vi->link, chan, side);
     vi->side = side;
     vi->peer_vi = peer_vi;
     vi->peer_ev = peer_ev;
-    vi->tx_seq = vi->rx_seq = 0;
+    vi->tx_seq = vi->rx_seq = vi->acked = vi->ack_owed = vi->nak_owed = 0;
+    vi->naked = vi->wake_peer = false;
+    vi->rx_pkts = 0;
+    vi->rx_sched_for = 0;
     vi->tx = FW_TX_IDLE;
     vi->rx = FW_RX_IDLE;
-    vi->err_pending = vi->err_reported = vi->in_error = false;
+    vi->err_pending = vi->err_reported = vi->err_told = vi->in_error = false;
     atomic_store(&vi->db->state, VIA_VI_CONNECTED);
 }
 
@@ -255,6 +400,8 @@ void fw_vi_disconnect(struct fw_vi *vi)
 {
     fw_flush(vi);
     vi->chan = NULL;
+    vi->link = (struct fw_link){0};
     vi->peer_ev = NULL;
+    vi->wake_peer = false;
     vi->in_error = false;
 }

@@ -121,19 +121,13 @@ uint64_t fw_sched_recv(struct fw_nic *nic, uint64_t arrive_ns, uint64_t dur)
     return start;
 }
 
-bool fw_release_due(struct fw_nic *nic, uint64_t t)
+bool fw_release_due(struct fw_vi *vi, uint64_t t)
 {
     if (hal_now_ns() >= t)
         return true;
-    if (!nic->next_release || t < nic->next_release)
-        nic->next_release = t;
+    if (!vi->held || t < vi->held)
+        vi->held = t;
     return false;
-}
-
-void fw_spin_until(uint64_t t)
-{
-    while (hal_now_ns() < t)
-        hal_cpu_relax();
 }
 
 void fw_account(struct fw_nic *nic, enum via_stage st, uint32_t vi, uint32_t seq,

@@ -9,17 +9,37 @@
 
 #include "fw.h"
 
-uint32_t fw_tpt_check(const struct fw_vi *vi, uint32_t handle, uint64_t va, uint64_t len)
+static const struct via_tpt_entry *tpt_find(const struct fw_vi *vi, uint32_t handle,
+                                            uint64_t va, uint64_t len)
 {
     uint32_t idx = VIA_MH_INDEX(handle), gen = VIA_MH_GEN(handle);
     if (idx >= VIA_MAX_TPT || gen == 0)
-        return VIP_STATUS_PROTECTION_ERROR;
+        return NULL;
     const struct via_tpt_entry *e = &vi->nic->tpt[idx];
     if (atomic_load_explicit(&e->gen, memory_order_acquire) != gen)
-        return VIP_STATUS_PROTECTION_ERROR; /* stale, foreign or never issued */
+        return NULL; /* stale, foreign or never issued */
     if (e->ptag != vi->ptag)
-        return VIP_STATUS_PROTECTION_ERROR; /* VIA: memory and VI ptags must match */
+        return NULL; /* VIA: memory and VI ptags must match */
     if (va < e->va || len > e->len || va - e->va > e->len - len)
-        return VIP_STATUS_PROTECTION_ERROR; /* beyond the registered region */
+        return NULL; /* beyond the registered region (wrap-around included) */
+    return e;
+}
+
+uint32_t fw_tpt_check(const struct fw_vi *vi, uint32_t handle, uint64_t va, uint64_t len)
+{
+    return tpt_find(vi, handle, va, len) ? 0 : VIP_STATUS_PROTECTION_ERROR;
+}
+
+uint32_t fw_tpt_check_rdma(const struct fw_vi *vi, uint32_t handle, uint64_t va, uint64_t len,
+                           uint32_t need)
+{
+    const struct via_tpt_entry *e = tpt_find(vi, handle, va, len);
+    if (!e || (e->flags & need) != need)
+        return VIP_STATUS_PROTECTION_ERROR;
     return 0;
+}
+
+uint32_t nic_tpt_check(const struct fw_vi *vi, uint32_t handle, uint64_t va, uint64_t len)
+{
+    return fw_tpt_check(vi, handle, va, len);
 }

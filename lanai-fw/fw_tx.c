@@ -8,9 +8,11 @@
  * for real time to reach the modelled end of T6. Messages on a VI go
  * strictly in order, one at a time, like the Berkeley firmware.
  *
- * The token says how the message reached the NIC: a standard descriptor,
- * a merged descriptor or a descriptorless message (extensions/ext_fw.c);
- * after T3 the three travel the same way.
+ * The token says how the message reached the NIC (fw_token.c's table of
+ * kinds); after T3 every kind travels the same way. Packets leave through
+ * the VI's link (fw_link.h) as SEND packets; on a reliable-reception VI the
+ * descriptor completes when the peer's ACK for it comes back (fw_rx.c
+ * takes ACK and NAK packets off the link).
  */
 #include <vipl.h>
 
@@ -50,9 +52,10 @@ static int tx_idle(struct fw_vi *vi)
             /* Sent on a VI that is not connected (it was, and the host
              * raced a disconnect): completes flushed, as queued ones do. */
             const struct via_db_token *tok = tx_token(vi);
-            if (VIA_DB_KIND(tok->word2) == VIA_DB_DESCLESS)
-                ext_descless_done(vi, tok);
-            struct fw_xdes d = {.va = tok->desc_va};
+            const struct fw_token_kind *k = fw_token_kind(tok);
+            if (k && k->sent)
+                k->sent(vi, tok);
+            struct fw_xdes d = {.va = k ? k->status_va(vi, tok) : 0};
             fw_updt(vi, &d, false, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
             vi->sq.head++;
         } else {
@@ -94,23 +97,14 @@ static void tx_schedule(struct fw_vi *vi)
 static int tx_xdes(struct fw_vi *vi)
 {
     const struct via_db_token *tok = tx_token(vi);
-    switch (VIA_DB_KIND(tok->word2)) {
-    case VIA_DB_DESC:
+    const struct fw_token_kind *k = fw_token_kind(tok);
+    if (k) {
+        vi->tx_mode = k->mode;
+        k->xdes(vi, tok, &vi->txd);
+    } else {
+        /* A kind no NIC knows: nowhere checked to write to. */
         vi->tx_mode = FW_EXT_STANDARD;
-        fw_xdes_fetch(vi, tok, false, &vi->txd);
-        break;
-    case VIA_DB_MERGED:
-        vi->tx_mode = FW_EXT_MERGED;
-        ext_xdes_fetch(vi, tok, &vi->txd);
-        break;
-    case VIA_DB_DESCLESS:
-        vi->tx_mode = FW_EXT_DESCLESS;
-        ext_xdes_fetch(vi, tok, &vi->txd);
-        break;
-    default:
-        vi->tx_mode = FW_EXT_STANDARD;
-        vi->txd = (struct fw_xdes){.va = tok->desc_va, .status = VIP_STATUS_FORMAT_ERROR};
-        break;
+        vi->txd = (struct fw_xdes){.va = 0, .status = VIP_STATUS_FORMAT_ERROR};
     }
     FW_TRACE(vi->nic, VIA_ST_T3_XDES, vi->vi_id, vi->tx_seq + 1, vi->txd.total);
     if (vi->txd.status) {
@@ -142,17 +136,18 @@ static uint64_t arrive_time(const struct fw_vi *vi)
 /* T4 XData + T5 Transmit, one fragment per turn until the message is out. */
 static int tx_xdata(struct fw_vi *vi)
 {
-    struct via_chan_dir *dir = &vi->chan->dir[vi->side];
+    struct fw_link *l = &vi->link;
     struct fw_xdes *d = &vi->txd;
     do {
         uint32_t left = d->total - vi->tx_off;
         uint32_t frag = left < VIA_MTU ? left : VIA_MTU;
-        struct via_wire_hdr *h = fw_link_reserve(dir, frag);
+        struct via_wire_hdr *h = l->ops->reserve(l, frag);
         if (!h) {
-            /* Link full: ask the receiver to wake us when it drains. */
-            atomic_store(&dir->tx_waiting, 1);
+            /* Link full: ask the receiver to wake us when it drains. The
+             * store, then the re-check, are ordered by fw_notify's fence. */
+            atomic_store(&l->tx->tx_waiting, 1);
             fw_notify(vi->peer_ev, vi->peer_vi);
-            if (!(h = fw_link_reserve(dir, frag)))
+            if (!(h = l->ops->reserve(l, frag)))
                 return FW_TX_BLOCKED;
         }
         fw_xdata_copy(d, vi->tx_off, (uint8_t *)(h + 1), frag, false);
@@ -161,16 +156,16 @@ static int tx_xdata(struct fw_vi *vi)
                         (vi->tx_off + frag == d->total ? VIA_PKT_LAST : 0) |
                         ((d->control & VIP_CONTROL_IMMEDIATE) ? VIA_PKT_IMM : 0);
         *h = (struct via_wire_hdr){
-            .version = VIA_WIRE_VERSION, .type = VIA_PKT_DATA, .flags = flags,
+            .version = VIA_WIRE_VERSION, .type = VIA_PKT_SEND, .flags = flags,
             .src_nic = vi->nic->nic_index, .dst_nic = vi->chan->nic[1 - vi->side],
             .dst_vi = vi->peer_vi, .conn_id = vi->chan->conn_id, .msg_seq = vi->tx_seq,
             .msg_len = d->total, .frag_off = vi->tx_off, .frag_len = frag, .imm = d->imm,
             .arrive_ns = arrive_time(vi)};
-        fw_link_publish(dir, h);
+        l->ops->publish(l, h);
         vi->tx_off += frag;
         FW_TRACE(vi->nic, VIA_ST_T5_TRANSMIT, vi->vi_id, vi->tx_seq, frag);
     } while (vi->tx_off < d->total);
-    fw_notify(vi->peer_ev, vi->peer_vi);
+    fw_peer_published(vi);
     return FW_TX_UPDT;
 }
 
@@ -178,27 +173,28 @@ static int tx_xdata(struct fw_vi *vi)
  * receiver's memory): write the status, at its modelled time. */
 static int tx_updt(struct fw_vi *vi)
 {
-    if (vi->reliability == VIP_SERVICE_RELIABLE_RECEPTION) {
-        struct via_chan_dir *dir = &vi->chan->dir[vi->side];
-        uint32_t got = atomic_load_explicit(&dir->delivered, memory_order_acquire);
-        if ((int32_t)(got - vi->tx_seq) < 0) {
-            if (atomic_load(&vi->chan->state) != VIA_CHAN_OPEN) {
-                fw_updt(vi, &vi->txd, false, VIP_STATUS_TRANSPORT_ERROR, 0);
-                vi->sq.head++;
-                vi->tx = FW_TX_IDLE;
-                fw_link_check(vi);
-                return FW_TX_IDLE;
-            }
-            atomic_store(&dir->tx_waiting, 1);
-            if ((int32_t)(atomic_load(&dir->delivered) - vi->tx_seq) < 0)
-                return FW_TX_BLOCKED;
+    if (vi->reliability == VIP_SERVICE_RELIABLE_RECEPTION &&
+        (int32_t)(vi->acked - vi->tx_seq) < 0) {
+        /* Completes on the peer's ACK; a NAK or a broken link fails it. */
+        if (vi->naked || (atomic_load(&vi->chan->state) != VIA_CHAN_OPEN &&
+                          !vi->link.ops->pending(&vi->link))) {
+            fw_updt(vi, &vi->txd, false, VIP_STATUS_TRANSPORT_ERROR, 0);
+            vi->sq.head++;
+            vi->tx = FW_TX_IDLE;
+            if (vi->naked)
+                fw_vi_error(vi, VIP_ERROR_CONN_LOST, 0);
+            fw_link_check(vi);
+            return FW_TX_IDLE;
         }
+        return FW_TX_BLOCKED; /* the ACK sets our arrival bit */
     }
-    if (vi->nic->paced && !fw_release_due(vi->nic, vi->tx_release))
+    if (vi->nic->paced && !fw_release_due(vi, vi->tx_release))
         return FW_TX_BLOCKED;
     const struct via_db_token *tok = tx_token(vi);
+    const struct fw_token_kind *k = fw_token_kind(tok);
+    if (k && k->sent)
+        k->sent(vi, tok);
     if (vi->tx_mode == FW_EXT_DESCLESS) {
-        ext_descless_done(vi, tok);
         fw_count(&vi->db->cnt.tx_descless, 1);
     } else if (vi->tx_mode == FW_EXT_MERGED) {
         fw_count(&vi->db->cnt.tx_merged, 1);
@@ -225,9 +221,4 @@ bool fw_tx_progress(struct fw_vi *vi)
             return vi->tx != FW_TX_IDLE || vi->sq.head != vi->sq.tail;
         vi->tx = (enum fw_tx_state)next;
     }
-}
-
-void fw_tx_doorbell(struct fw_vi *vi)
-{
-    fw_tx_progress(vi);
 }

@@ -57,10 +57,14 @@ void fw_xdes_fetch(struct fw_vi *vi, const struct via_db_token *tok, bool recv,
 
     /* The control segment must lie in registered memory of this VI's ptag. */
     d->status = fw_tpt_check(vi, tok->mem_handle, d->va, sizeof cs);
-    if (d->status)
+    if (d->status) {
+        /* Not a descriptor of this VI's memory: nothing may be written
+         * there, not even the error (the error is the VI's). */
+        d->va = 0;
         return;
+    }
     if (d->va % VIP_DESCRIPTOR_ALIGNMENT) {
-        d->status = VIP_STATUS_FORMAT_ERROR;
+        d->status = VIP_STATUS_FORMAT_ERROR; /* in registered memory: told there */
         return;
     }
     hal_dma_from_host(&cs, d->va, sizeof cs);
@@ -69,7 +73,8 @@ void fw_xdes_fetch(struct fw_vi *vi, const struct via_db_token *tok, bool recv,
 
     if (cs.SegCount > VIA_MAX_SEGS || (cs.Control & VIP_CONTROL_RESERVED) ||
         (cs.Control & VIP_CONTROL_OP_MASK) != VIP_CONTROL_OP_SENDRECV) {
-        /* RDMA operations are not built yet: refused as malformed, not lost. */
+        /* RDMA operations are not issued yet (the wire and the responder
+         * have them): refused as malformed, not lost. */
         d->status = VIP_STATUS_FORMAT_ERROR;
         return;
     }

@@ -222,7 +222,10 @@ static int pair_connect(struct pair *pr, VIP_ULONG mtu, unsigned nrecv_parent)
         }
         pr->peer_mh |= (uint32_t)x << (8 * i);
     }
-    CU_ASSERT_EQUAL(tl_vi_state(pr->vi), VIP_STATE_CONNECTED);
+    /* A peer that sends at once may already have broken a reliable VI: the
+     * NIC places (or refuses) arrivals by itself, not at our next poll. */
+    VIP_VI_STATE vs = tl_vi_state(pr->vi);
+    CU_ASSERT(vs == VIP_STATE_CONNECTED || (pr->pc.send_len && vs == VIP_STATE_ERROR));
     return 0;
 }
 
@@ -518,7 +521,7 @@ static void no_receive(VIP_RELIABILITY_LEVEL rel)
     if (pair_connect(&pr, 0, 0) == 0) {
         VIP_DESCRIPTOR *d = NULL, *rd = DESC(&pr, 70);
         CU_ASSERT_EQUAL(tl_parent_take(&pr.ch, 10000), 's');
-        /* the message is on the link; our NIC meets it at this poll */
+        /* the message has reached our NIC (by itself, or at this poll) */
         TRC_SOFT(VipRecvDone(pr.vi, &d), VIP_NOT_DONE);
         if (unrel) {
             CU_ASSERT_EQUAL(tl_vi_state(pr.vi), VIP_STATE_CONNECTED);

@@ -7,13 +7,15 @@
  *   receive: R2 Bell, R3 Receive, R4 XDes, R5 XData, R6 Updt     (fw_rx.c)
  * T1 Ring and R1 Ring (and Build) are the host's, in vipl/.
  *
- * It reaches host memory only through fw_hal.h (DMA, clock, reporting), so
- * the same stage code can run on the host CPU of the owning process (the
- * `native` profile: hardware doorbells, no pacing) or, later, inside vipd
- * on the discrete-event scheduler of the paced profiles.
+ * It reaches host memory only through fw_hal.h (DMA, stores, clock; all
+ * static inline, so the fast path has no indirect call), and the link
+ * only through struct fw_link (fw_link.h). The host library sees none of
+ * this: its interface is nic.h.
  *
- * Locking: every fw_vi is driven under its owner's lock (vipl holds
- * fw_vi.lock around every call into fw_vi_*); a CQ has its own lock.
+ * Locking: every fw_vi is driven under its own lock (fw_vi.lock), taken by
+ * the progress entry points of fw_nic.c whichever thread lends the NIC its
+ * CPU; a CQ has its own lock; the VI table of a NIC has nic->lock, and a
+ * VI found there is held by a reference until its visitor is done.
  */
 #ifndef FW_H
 #define FW_H
@@ -22,7 +24,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fw_link.h"
 #include "fw_model.h"
+#include "nic.h"
 #include "via_abi.h"
 
 /* ---- send pipeline state machine (one message in flight per VI) ------- */
@@ -70,27 +74,34 @@ struct fw_wq {
 struct fw_cq {
     pthread_mutex_t lock;
     struct via_cq_ring *ring;
+    struct fw_nic *nic;
 };
 
 struct fw_nic;
 
 struct fw_vi {
+    pthread_mutex_t lock;       /* whoever runs this VI's stages holds it */
+    _Atomic uint32_t refs;      /* the table's, plus one per visitor */
     struct fw_nic *nic;
     uint32_t vi_id;
     uint32_t ptag;
     uint32_t reliability;   /* VIP_SERVICE_* */
     uint32_t max_transfer;
+    bool rdma_write, rdma_read; /* the VI's RDMA enables (responder checks) */
     struct via_vi_page *db; /* doorbell page */
     struct fw_cq *scq, *rcq;
 
     /* connection */
     struct via_chan *chan;
+    struct fw_link link;    /* the path to the peer NIC */
     int side;               /* 0 requester, 1 acceptor */
     uint32_t peer_vi;
     struct via_event_page *peer_ev;
+    bool wake_peer;         /* a packet was published; the peer's wake is owed */
 
     /* host side of the doorbell: when each slot was rung (T1) */
     uint64_t db_ring_ns[VIA_DB_SLOTS];
+    uint64_t held;          /* earliest held effect found by this progress, 0 = none */
 
     /* send side */
     struct fw_wq sq;
@@ -102,6 +113,8 @@ struct fw_vi {
     struct fw_xdes txd;
     uint32_t tx_off;        /* bytes of the current message transmitted */
     uint32_t tx_seq;        /* last message sequence number used */
+    uint32_t acked;         /* highest message the peer acknowledged (ACK packets) */
+    bool naked;             /* the peer refused a message (NAK) */
 
     /* receive side */
     struct fw_wq rq;
@@ -109,20 +122,19 @@ struct fw_vi {
     struct fw_xdes rxd;
     uint32_t rx_seq;        /* sequence of the message being received */
     uint32_t rx_got;        /* bytes placed so far */
-    uint64_t rx_sched_for;      /* paced: tail offset + 1 of the scheduled packet */
+    uint32_t ack_owed;      /* reliable reception: last message placed, not yet acked */
+    uint32_t nak_owed;      /* a refused message the peer is yet to hear of */
+    uint64_t rx_pkts;           /* packets taken off the link */
+    uint64_t rx_sched_for;      /* paced: rx_pkts + 1 of the packet scheduled */
     uint64_t rx_release;        /* paced: model time its last stage ends */
-
-    /* short-message extensions chosen for this VI (extensions/) */
-    enum fw_ext_mode ext_mode;
-    uint32_t ext_max;
-    uint32_t descless_next;     /* next SRAM slot the host fills */
 
     /* The NIC's own view of the error state. The doorbell page's state word
      * is a mirror for vipctl, which vipd also writes; never trust it here. */
     bool in_error;
-    /* asynchronous error waiting to be reported by the host library */
+    /* asynchronous error waiting to be taken by the host library */
     bool err_pending;
-    bool err_reported;      /* vipd already told (VI_ERROR sent) */
+    bool err_told;          /* the agent must hear of it (first error that broke the link) */
+    bool err_reported;
     uint32_t err_code;      /* VIP_ERROR_CODE */
     uint64_t err_desc;
 };
@@ -135,19 +147,35 @@ struct fw_nic {
     struct via_nic_page *np;         /* profile and modelled resources */
     const struct via_profile *prof;  /* &np->prof */
     bool paced;
-    uint64_t next_release;           /* paced: earliest held effect, 0 = none */
-    void *host;                      /* owner context passed to the HAL */
+
+    /* The VI table, and which VIs the NIC must visit besides those whose
+     * arrival bit a peer set (a held effect, a stalled send, a wake owed). */
+    pthread_mutex_t lock;
+    struct fw_vi *vis[VIA_MAX_VI];
+    _Atomic uint64_t work[VIA_MAX_VI / 64];
+    _Atomic uint64_t held[VIA_MAX_VI / 64];
+    _Atomic uint64_t held_min;       /* earliest held effect of those, or UINT64_MAX */
+
+    /* The NIC's own thread (fw_thread.c). */
+    _Atomic uint32_t thread_state;   /* enum fw_thread_state */
+    bool own_thread;
+    bool thread_started;
+    pthread_t thread;
+    _Atomic uint32_t stop;
+    _Atomic uint32_t host_polls;     /* bumped by host threads that progress */
+    _Atomic uint32_t doze;           /* futex word the thread dozes on */
 };
 
-/* ---- entry points used by the host library -------------------------------- */
+/* ---- per-VI pipelines (called with vi->lock held) ------------------------- */
 void fw_vi_init(struct fw_vi *vi, struct fw_nic *nic, uint32_t vi_id, struct via_vi_page *db);
 void fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t peer_vi,
                    struct via_event_page *peer_ev);
 /* Local disconnect or destroy: flush every queued descriptor, detach. */
 void fw_vi_disconnect(struct fw_vi *vi);
 
-/* Hardware doorbell: the NIC is pointed at this VI's send queue (native). */
-void fw_tx_doorbell(struct fw_vi *vi);
+/* Both pipelines of a VI as far as they go (fw_nic.c); may_wake: the
+ * caller may pay for a wake owed to the peer. */
+void fw_vi_run(struct fw_vi *vi, bool may_wake);
 /* Run the send pipeline as far as it can go; true if work remains. */
 bool fw_tx_progress(struct fw_vi *vi);
 /* R2: take receive doorbells; R3-R6: drain arrived packets. */
@@ -164,12 +192,29 @@ uint32_t fw_bell_take(struct via_db_queue *q, struct fw_wq *wq, const uint64_t *
 /* T3/R4 XDes: fetch the descriptor named by a token and validate it. */
 void fw_xdes_fetch(struct fw_vi *vi, const struct via_db_token *tok, bool recv,
                    struct fw_xdes *d);
+
+/* Doorbell token kinds (fw_token.c): how T3 stages what a token names, and
+ * what the NIC does once the message has left (T6). Indexed by kind. */
+struct fw_token_kind {
+    const char *name;
+    enum fw_ext_mode mode;
+    void (*xdes)(struct fw_vi *vi, const struct via_db_token *tok, struct fw_xdes *d);
+    /* checked address its completion goes to when it is flushed, 0 = none */
+    uint64_t (*status_va)(const struct fw_vi *vi, const struct via_db_token *tok);
+    void (*sent)(struct fw_vi *vi, const struct via_db_token *tok); /* may be NULL */
+};
+/* The kind of a token, or NULL for one no NIC knows. */
+const struct fw_token_kind *fw_token_kind(const struct via_db_token *tok);
 /* T4/R5 data movement: copy `len` bytes at message offset `off` between NIC
  * staging and the descriptor's segments (gather when to_host is false). */
 void fw_xdata_copy(const struct fw_xdes *d, uint32_t off, uint8_t *nic, uint32_t len,
                    bool to_host);
 /* TPT check of one host range; returns 0 or VIP_STATUS_PROTECTION_ERROR. */
 uint32_t fw_tpt_check(const struct fw_vi *vi, uint32_t handle, uint64_t va, uint64_t len);
+/* The responder's check of an RDMA target range: the same, and the
+ * region's enable bit `need` (VIA_TPT_RDMA_WRITE or _READ). */
+uint32_t fw_tpt_check_rdma(const struct fw_vi *vi, uint32_t handle, uint64_t va, uint64_t len,
+                           uint32_t need);
 /* T6/R6 Updt: write Length/Status (and ImmediateData), post to the CQ. */
 void fw_updt(struct fw_vi *vi, const struct fw_xdes *d, bool recv, uint32_t status,
              uint32_t length);
@@ -177,27 +222,45 @@ void fw_updt(struct fw_vi *vi, const struct fw_xdes *d, bool recv, uint32_t stat
 void fw_flush(struct fw_vi *vi);
 /* Error rules of the VI's reliability level (VIA 1.0 section 2.6). */
 void fw_vi_error(struct fw_vi *vi, uint32_t code, uint64_t desc_va);
-/* Wake a sleeper of an event page if it asked to be woken. */
+/* Set vi_id's arrival bit on an event page (UINT32_MAX: none) and wake a
+ * sleeper of that page if one asked to be woken. */
 void fw_notify(struct via_event_page *ev, uint32_t vi_id);
+/* Wake this process's sleepers (a completion was written). */
+void fw_wake_local(struct via_event_page *ev);
+/* A packet for the peer is on the link: set its arrival bit now, and wake
+ * it now (native) or leave the wake to the NIC's next turn (paced: the
+ * host's post pays only Build + Ring). */
+void fw_peer_published(struct fw_vi *vi);
+/* Ask the NIC to visit this VI again (a held effect, a stalled send). */
+void fw_want_visit(struct fw_vi *vi);
 
 /* ---- paced profiles: the real-time scheduler (fw_sched.c) ---------------------- */
 /* Claim the LANai for `dur` ns from the first moment >= ready it is free;
  * returns the start. A send's doorbell is found by the linear scan first. */
 uint64_t fw_sched_send(struct fw_nic *nic, uint32_t vi_id, uint64_t ring_ns, uint64_t dur);
 uint64_t fw_sched_recv(struct fw_nic *nic, uint64_t arrive_ns, uint64_t dur);
-/* Hold a host-visible effect until real time reaches t; false while held. */
-bool fw_release_due(struct fw_nic *nic, uint64_t t);
-/* Busy-wait until real time t: host costs charged to the calling thread. */
-void fw_spin_until(uint64_t t);
+/* Hold a host-visible effect until real time reaches t; false while held
+ * (and vi->held then names the earliest such time). */
+bool fw_release_due(struct fw_vi *vi, uint64_t t);
 /* Add a stage's modelled time to the NIC's totals and the trace. */
 void fw_account(struct fw_nic *nic, enum via_stage st, uint32_t vi, uint32_t seq,
                 uint32_t len, double dur_ns);
 
-/* ---- extensions (extensions/ext_fw.c) ------------------------------------------ */
-/* T3 for DESCLESS and MERGED tokens; same contract as fw_xdes_fetch. */
-void ext_xdes_fetch(struct fw_vi *vi, const struct via_db_token *tok, struct fw_xdes *d);
-/* After T5 of a DESCLESS message: the NIC clears its SRAM slot. */
-void ext_descless_done(struct fw_vi *vi, const struct via_db_token *tok);
+/* ---- the NIC's own thread (fw_thread.c) ------------------------------------------ */
+enum fw_thread_state {
+    FW_THREAD_RUN,   /* visiting VIs with work */
+    FW_THREAD_DOZE,  /* host threads progress; look again later, unannounced */
+    FW_THREAD_SLEEP, /* nobody polls: announced, with a timer */
+    FW_THREAD_DEEP,  /* long idle: announced, no timer */
+    FW_THREAD_NSTATES
+};
+extern const char *const fw_thread_state_name[FW_THREAD_NSTATES];
+void fw_thread_start(struct fw_nic *nic);
+void fw_thread_stop(struct fw_nic *nic);
+/* Work was left for the thread by a path that may not wait for it. */
+void fw_thread_kick(struct fw_nic *nic);
+/* One pass over the VIs with work (fw_nic.c); *did set if any moved. */
+uint64_t fw_progress(struct fw_nic *nic, bool *did);
 
 /* ---- trace ------------------------------------------------------------------ */
 void fw_trace(struct fw_nic *nic, enum via_stage st, uint32_t vi, uint32_t seq, uint32_t len,

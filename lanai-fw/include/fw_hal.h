@@ -2,9 +2,11 @@
  * fw_hal.h - the firmware's hardware abstraction.
  *
  * The firmware never dereferences a host address itself: it asks the DMA
- * engine. In the native profile the "NIC" runs on the owning process's CPU
- * and a host DMA is a copy within that address space; every address has
- * already passed the TPT check (fw_tpt_check) before it gets here.
+ * engine. The emulated NIC runs on a CPU of the owning process (a host
+ * thread lending it, or the NIC's own thread), so a host DMA is a copy
+ * within that address space; every address has already passed the TPT
+ * check (fw_tpt_check) before it gets here. All static inline: the fast
+ * path makes no indirect call.
  */
 #ifndef FW_HAL_H
 #define FW_HAL_H
@@ -49,13 +51,5 @@ static inline uint64_t hal_now_ns(void)
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
-
-/*
- * The NIC put a reliable VI into the error state: tell the kernel agent so
- * it breaks the connection and informs the peer. Provided by the host
- * library (it owns the control channel).
- */
-struct fw_vi;
-void hal_report_vi_error(struct fw_vi *vi, uint32_t code);
 
 #endif

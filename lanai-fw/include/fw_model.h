@@ -15,7 +15,7 @@
 
 #include "via_abi.h"
 
-/* How a send reaches the NIC (DESIGN.md section 6). */
+/* How a send reaches the NIC (spec-notes/extensions.md). */
 enum fw_ext_mode {
     FW_EXT_STANDARD = 0,  /* doorbell -> descriptor -> data */
     FW_EXT_DESCLESS = 1,  /* data written by PIO into NIC SRAM, token = size */

@@ -111,7 +111,7 @@ VIP_RETURN VipConnectAccept(VIP_CONN_HANDLE ConnHandle, VIP_VI_HANDLE ViHandle)
     struct vip_vi *vi = vipl_vi(ViHandle);
     if (!c || !vi || vi->nic != c->nic)
         return vipl_fail(VIP_INVALID_PARAMETER, "bad connection or VI handle");
-    struct via_ctl_conn_accept q = {.conn_id = c->conn_id, .vi_id = vi->fw.vi_id};
+    struct via_ctl_conn_accept q = {.conn_id = c->conn_id, .vi_id = vi->id};
     struct via_ctl_conn_done_r r;
     int fds[2], nfds = 2;
     VIP_RETURN rc = vipl_call(c->nic, VIA_CTL_CONN_ACCEPT, &q, sizeof q, &r, sizeof r, fds,
@@ -141,7 +141,7 @@ VIP_RETURN VipConnectRequest(VIP_VI_HANDLE ViHandle, VIP_NET_ADDRESS *LocalAddr,
     struct vip_vi *vi = vipl_vi(ViHandle);
     if (!vi)
         return vipl_fail(VIP_INVALID_PARAMETER, "not a VI handle");
-    struct via_ctl_conn_request q = {.vi_id = vi->fw.vi_id, .timeout_ms = timeout_wire(Timeout)};
+    struct via_ctl_conn_request q = {.vi_id = vi->id, .timeout_ms = timeout_wire(Timeout)};
     VIP_RETURN rc = addr_in(RemoteAddr, &q.remote, true);
     if (rc != VIP_SUCCESS)
         return rc;
@@ -165,7 +165,7 @@ VIP_RETURN VipDisconnect(VIP_VI_HANDLE ViHandle)
     struct vip_vi *vi = vipl_vi(ViHandle);
     if (!vi)
         return vipl_fail(VIP_INVALID_PARAMETER, "not a VI handle");
-    struct via_ctl_vi q = {.vi_id = vi->fw.vi_id};
+    struct via_ctl_vi q = {.vi_id = vi->id};
     VIP_RETURN rc = vipl_call(vi->nic, VIA_CTL_DISCONNECT, &q, sizeof q, NULL, 0, NULL, NULL);
     if (rc != VIP_SUCCESS)
         return rc;
@@ -174,11 +174,3 @@ VIP_RETURN VipDisconnect(VIP_VI_HANDLE ViHandle)
     return VIP_SUCCESS;
 }
 
-/* The NIC found an error on a reliable VI: the kernel agent breaks the
- * connection and puts the peer in the error state (fw_hal.h). */
-void hal_report_vi_error(struct fw_vi *fvi, uint32_t code)
-{
-    struct vip_nic *n = fvi->nic->host;
-    struct via_ctl_vi_error q = {.vi_id = fvi->vi_id, .code = code};
-    vipl_call(n, VIA_CTL_VI_ERROR, &q, sizeof q, NULL, 0, NULL, NULL);
-}

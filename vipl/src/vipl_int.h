@@ -16,7 +16,8 @@
 
 #include <vipl.h>
 
-#include "fw.h"
+#include "ext.h"
+#include "nic.h"
 #include "via_abi.h"
 
 #define VIPL_MAGIC_NIC 0x4e494331u
@@ -44,13 +45,14 @@ struct vip_nic {
     char sock_path[256];
     struct via_ctl_query_nic_r attr;
 
-    struct fw_nic fw;            /* the NIC's view of this session */
+    struct fw_nic *hw;           /* the NIC of this session (nic.h) */
     void *tpt_map;
     struct via_event_page *ev;
     struct via_status_page *st;
     struct via_nic_page *np;
 
     _Atomic uint32_t spin_ns;    /* how long a wait polls before sleeping (vipl_wait.c) */
+    bool spin_fixed;             /* VIP_WAIT_SPIN_US set: no adaptation */
     pthread_mutex_t lock;        /* vis[], ptags, error callback */
     struct vip_vi *vis[VIA_MAX_VI];
     struct vip_ptag *ptags;
@@ -73,7 +75,8 @@ struct vip_cq {
     uint32_t magic;
     uint32_t id;
     struct vip_nic *nic;
-    struct fw_cq fw;
+    struct fw_cq *hw;
+    struct via_cq_ring *ring;
     size_t map_len;
     _Atomic uint32_t nvis;       /* VIs bound to it */
     struct vip_notifiers notify;
@@ -88,16 +91,17 @@ struct vip_queue {
 
 struct vip_vi {
     uint32_t magic;
+    uint32_t id;                 /* VI id on the NIC */
     struct vip_nic *nic;
-    pthread_mutex_t lock;        /* the host library and the NIC of this VI */
-    struct fw_vi fw;
+    pthread_mutex_t lock;        /* the host's queues below (the NIC locks its own) */
+    struct fw_vi *hw;            /* the NIC's VI (nic.h) */
     VIP_VI_ATTRIBUTES attr;
     struct vip_cq *scq, *rcq;
     struct vip_queue sq, rq;
     struct via_vi_page *db;
     struct via_chan *chan;
     struct via_event_page *peer_ev;
-    struct ext_merged *merged;   /* staging of the merged extension, lazily */
+    struct ext_vi ext;           /* short-message extensions (extensions/) */
     struct vip_notifiers notify;
 };
 
@@ -160,18 +164,22 @@ void vipl_notifiers_init(struct vip_notifiers *n);
 /* Stop and join every pending notification (before the object goes). */
 void vipl_notifiers_fini(struct vip_notifiers *n);
 
-/* ---- extensions/ext_host.c ------------------------------------------------------- */
-/* Choose how a send reaches the NIC and build its doorbell token. */
-enum fw_ext_mode ext_prepare_send(struct vip_vi *vi, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh,
-                                  struct via_db_token *tok, uint32_t *bytes);
-void ext_vi_init(struct vip_vi *vi);
-void ext_vi_fini(struct vip_vi *vi);
+/* ---- vipl_ext.c: the extensions' calls and staging -------------------------------- */
+void vipl_ext_vi_init(struct vip_vi *vi);
+void vipl_ext_vi_fini(struct vip_vi *vi);
 
 /* ---- vipl_wait.c: progress, completion and waiting ----------------------------------- */
-/* Deliver an asynchronous error the NIC left on the VI (call unlocked). */
+/* Deliver an asynchronous error the NIC left on the VI (call unlocked):
+ * tell the kernel agent if the VI broke its connection, then the program. */
 void vipl_deliver_error(struct vip_vi *vi);
-/* Sleep on the session's event page until it changes or the deadline. */
-typedef bool (*vipl_ready_fn)(void *arg);
-VIP_RETURN vipl_wait(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn ready, void *arg);
+/* Map a VI id of this NIC to its handle (NULL if gone). */
+struct vip_vi *vipl_vi_by_id(struct vip_nic *n, uint32_t id);
+/* Poll ready() (which lends the NIC our CPU), then sleep on the session's
+ * event page until it changes, until the deadline. ready() sets *held to a
+ * paced effect's release time when what it waits for is held. A timeout
+ * leaves its reason in vip_last_error(), naming `what`. */
+typedef bool (*vipl_ready_fn)(void *arg, uint64_t *held);
+VIP_RETURN vipl_wait(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn ready, void *arg,
+                     const char *what);
 
 #endif

@@ -152,7 +152,7 @@ static const struct via_tpt_entry *tpt_lookup(struct vip_nic *n, VIP_MEM_HANDLE 
     uint32_t idx = VIA_MH_INDEX(h);
     if (idx >= VIA_MAX_TPT || VIA_MH_GEN(h) == 0)
         return NULL;
-    const struct via_tpt_entry *e = &n->fw.tpt[idx];
+    const struct via_tpt_entry *e = &((const struct via_tpt_entry *)n->tpt_map)[idx];
     return atomic_load_explicit(&e->gen, memory_order_acquire) == VIA_MH_GEN(h) ? e : NULL;
 }
 

@@ -50,7 +50,7 @@ static void default_error_handler(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e)
     if (q && *q && *q != '0')
         return;
     fprintf(stderr, "vipl: VI %u: %s; the VI is in the error state (VipDisconnect resets it)\n",
-            vi ? vi->fw.vi_id : 0u, vip_error_code_str(e->ErrorCode));
+            vi ? vi->id : 0u, vip_error_code_str(e->ErrorCode));
 }
 
 VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle)
@@ -106,11 +106,22 @@ VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle)
     rc = vipl_call(n, VIA_CTL_QUERY_NIC, NULL, 0, &n->attr, sizeof n->attr, NULL, NULL);
     if (rc != VIP_SUCCESS)
         goto fail;
-    n->fw = (struct fw_nic){.nic_index = (uint16_t)idx, .tpt = n->tpt_map, .ev = n->ev,
-                            .st = n->st, .np = n->np, .prof = &n->np->prof,
-                            .paced = n->np->prof.paced != 0, .host = n};
+    const char *pm = getenv("VIP_PROGRESS");
+    struct nic_params np = {.nic_index = (uint16_t)idx, .tpt = n->tpt_map, .ev = n->ev,
+                            .st = n->st, .np = n->np,
+                            .own_thread = !(pm && !strcmp(pm, "manual"))};
+    if (!(n->hw = nic_create(&np))) {
+        rc = vipl_fail(VIP_ERROR_RESOURCE, "out of memory");
+        goto fail;
+    }
     n->err_handler = default_error_handler;
     atomic_store(&n->spin_ns, 100000u);
+    const char *sp = getenv("VIP_WAIT_SPIN_US");
+    if (sp && *sp) {
+        unsigned long us = strtoul(sp, NULL, 10);
+        atomic_store(&n->spin_ns, us > 1000000ul ? 1000000000u : (uint32_t)(us * 1000u));
+        n->spin_fixed = true;
+    }
     n->magic = VIPL_MAGIC_NIC;
     *NicHandle = n;
     return VIP_SUCCESS;
@@ -144,6 +155,7 @@ VIP_RETURN VipCloseNic(VIP_NIC_HANDLE NicHandle)
     pthread_mutex_unlock(&n->lock);
     /* Closing the session makes vipd free whatever is left (ptags, regions,
      * CQs), exactly as when a process exits. */
+    nic_destroy(n->hw);
     close(n->sock);
     munmap(n->tpt_map, VIA_TPT_BYTES);
     munmap(n->ev, sizeof *n->ev);

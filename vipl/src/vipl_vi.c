@@ -2,14 +2,15 @@
  * vipl_vi.c - VIs and completion queues: create, destroy, query.
  *
  * A VI is created by the kernel agent, which hands this process the VI's
- * doorbell page (and nobody else). The NIC's per-VI state (fw_vi) lives
- * with the library object because the native NIC runs on this CPU.
+ * doorbell page (and nobody else); the NIC (nic.h) keeps its own state of
+ * the VI, and the library its queues of posted descriptors.
  */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "vipl_ext.h"
 #include "vipl_int.h"
 
 void vipl_attr_to_wire(const VIP_VI_ATTRIBUTES *a, struct via_vi_attr *w)
@@ -70,26 +71,34 @@ VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES *ViAttribs,
         return vipl_fail(VIP_ERROR_RESOURCE, "cannot map the VI's doorbell page");
     }
     vi->nic = n;
+    vi->id = r.vi_id;
     vi->db = db;
     vi->attr = *ViAttribs;
     if (vi->attr.MaxTransferSize == 0)
         vi->attr.MaxTransferSize = VIA_MAX_TRANSFER;
     vi->scq = scq;
     vi->rcq = rcq;
+    struct nic_vi_params np = {.vi_id = r.vi_id, .ptag = q.attr.ptag,
+                               .reliability = q.attr.reliability,
+                               .max_transfer = (uint32_t)vi->attr.MaxTransferSize,
+                               .rdma_write = q.attr.rdma_write != 0,
+                               .rdma_read = q.attr.rdma_read != 0};
+    vi->hw = nic_vi_create(n->hw, db, &np, scq ? scq->hw : NULL, rcq ? rcq->hw : NULL);
+    if (!vi->hw) {
+        munmap(db, sizeof *db);
+        free(vi);
+        struct via_ctl_vi d = {.vi_id = r.vi_id};
+        vipl_call(n, VIA_CTL_DESTROY_VI, &d, sizeof d, NULL, 0, NULL, NULL);
+        return vipl_fail(VIP_ERROR_RESOURCE, "the NIC has no room for VI %u", r.vi_id);
+    }
     pthread_mutex_init(&vi->lock, NULL);
     vipl_notifiers_init(&vi->notify);
-    fw_vi_init(&vi->fw, &n->fw, r.vi_id, db);
-    vi->fw.ptag = q.attr.ptag;
-    vi->fw.reliability = q.attr.reliability;
-    vi->fw.max_transfer = (uint32_t)vi->attr.MaxTransferSize;
-    vi->fw.scq = scq ? &scq->fw : NULL;
-    vi->fw.rcq = rcq ? &rcq->fw : NULL;
     if (scq)
         atomic_fetch_add(&scq->nvis, 1);
     if (rcq)
         atomic_fetch_add(&rcq->nvis, 1);
     vi->magic = VIPL_MAGIC_VI;
-    ext_vi_init(vi);
+    vipl_ext_vi_init(vi);
     pthread_mutex_lock(&n->lock);
     n->vis[r.vi_id] = vi;
     pthread_mutex_unlock(&n->lock);
@@ -102,20 +111,16 @@ void vipl_vi_attach_channel(struct vip_vi *vi, const struct via_ctl_conn_done_r 
 {
     vi->chan = vipl_map_fd(chan_fd, sizeof *vi->chan, PROT_READ | PROT_WRITE);
     vi->peer_ev = vipl_map_fd(peer_ev_fd, sizeof *vi->peer_ev, PROT_READ | PROT_WRITE);
-    pthread_mutex_lock(&vi->lock);
     if (vi->chan && vi->peer_ev && vi->chan->magic == VIA_CHAN_MAGIC)
-        fw_vi_connect(&vi->fw, vi->chan, (int)r->side, r->peer_vi, vi->peer_ev);
+        nic_vi_connect(vi->hw, vi->chan, (int)r->side, r->peer_vi, vi->peer_ev);
     else
         atomic_store(&vi->db->state, VIA_VI_ERROR);
-    pthread_mutex_unlock(&vi->lock);
 }
 
 void vipl_vi_detach_channel(struct vip_vi *vi)
 {
-    pthread_mutex_lock(&vi->lock);
-    fw_vi_disconnect(&vi->fw);
+    nic_vi_disconnect(vi->hw);
     atomic_store(&vi->db->state, VIA_VI_IDLE);
-    pthread_mutex_unlock(&vi->lock);
     if (vi->chan)
         munmap(vi->chan, sizeof *vi->chan);
     if (vi->peer_ev)
@@ -132,21 +137,23 @@ VIP_RETURN VipDestroyVi(VIP_VI_HANDLE ViHandle)
     uint32_t st = atomic_load(&vi->db->state);
     if (st == VIA_VI_CONNECTED || st == VIA_VI_PENDING)
         return vipl_fail(VIP_INVALID_STATE, "VI %u is %s: VipDisconnect it first",
-                         vi->fw.vi_id, st == VIA_VI_CONNECTED ? "connected" : "connecting");
+                         vi->id, st == VIA_VI_CONNECTED ? "connected" : "connecting");
     struct vip_nic *n = vi->nic;
     vipl_notifiers_fini(&vi->notify); /* no handler may see the VI go */
-    struct via_ctl_vi q = {.vi_id = vi->fw.vi_id};
-    VIP_RETURN rc = vipl_call(n, VIA_CTL_DESTROY_VI, &q, sizeof q, NULL, 0, NULL, NULL);
-    if (rc != VIP_SUCCESS) {
-        vipl_notifiers_init(&vi->notify);
-        return rc;
-    }
+    pthread_mutex_lock(&n->lock);
+    n->vis[vi->id] = NULL;
+    pthread_mutex_unlock(&n->lock);
     if (vi->chan)
         vipl_vi_detach_channel(vi);
-    ext_vi_fini(vi);
-    pthread_mutex_lock(&n->lock);
-    n->vis[vi->fw.vi_id] = NULL;
-    pthread_mutex_unlock(&n->lock);
+    vipl_ext_vi_fini(vi);
+    /* The NIC lets go of it first (waiting for any thread progressing it),
+     * so the id vipd frees next is free in the NIC's table too. */
+    nic_vi_destroy(vi->hw);
+    struct via_ctl_vi q = {.vi_id = vi->id};
+    VIP_RETURN rc = vipl_call(n, VIA_CTL_DESTROY_VI, &q, sizeof q, NULL, 0, NULL, NULL);
+    if (rc != VIP_SUCCESS)
+        vipl_set_error("VipDestroyVi: vipd did not free VI %u (%s); the handle is gone "
+                       "all the same", vi->id, vip_strerror(rc));
     if (vi->scq)
         atomic_fetch_sub(&vi->scq->nvis, 1);
     if (vi->rcq)
@@ -194,7 +201,7 @@ VIP_RETURN VipSetViAttributes(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES *ViAttri
         return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument");
     if (!vipl_ptag(vi->nic, ViAttribs->Ptag))
         return vipl_fail(VIP_INVALID_PTAG, "ViAttribs->Ptag is not a ptag of this NIC");
-    struct via_ctl_set_vi q = {.vi_id = vi->fw.vi_id};
+    struct via_ctl_set_vi q = {.vi_id = vi->id};
     vipl_attr_to_wire(ViAttribs, &q.attr);
     VIP_RETURN rc = vipl_call(vi->nic, VIA_CTL_SET_VI, &q, sizeof q, NULL, 0, NULL, NULL);
     if (rc != VIP_SUCCESS)
@@ -203,10 +210,13 @@ VIP_RETURN VipSetViAttributes(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES *ViAttri
     vi->attr = *ViAttribs;
     if (vi->attr.MaxTransferSize == 0)
         vi->attr.MaxTransferSize = VIA_MAX_TRANSFER;
-    vi->fw.ptag = q.attr.ptag;
-    vi->fw.reliability = q.attr.reliability;
-    vi->fw.max_transfer = (uint32_t)vi->attr.MaxTransferSize;
+    struct nic_vi_params np = {.vi_id = vi->id, .ptag = q.attr.ptag,
+                               .reliability = q.attr.reliability,
+                               .max_transfer = (uint32_t)vi->attr.MaxTransferSize,
+                               .rdma_write = q.attr.rdma_write != 0,
+                               .rdma_read = q.attr.rdma_read != 0};
     pthread_mutex_unlock(&vi->lock);
+    nic_vi_set_params(vi->hw, &np);
     return VIP_SUCCESS;
 }
 
@@ -242,8 +252,15 @@ VIP_RETURN VipCreateCQ(VIP_NIC_HANDLE NicHandle, VIP_ULONG EntryCount, VIP_CQ_HA
     cq->id = r.cq_id;
     cq->nic = n;
     cq->map_len = len;
-    cq->fw.ring = ring;
-    pthread_mutex_init(&cq->fw.lock, NULL);
+    cq->ring = ring;
+    cq->hw = nic_cq_create(n->hw, ring);
+    if (!cq->hw) {
+        munmap(ring, len);
+        free(cq);
+        struct via_ctl_cq d = {.cq_id = r.cq_id};
+        vipl_call(n, VIA_CTL_DESTROY_CQ, &d, sizeof d, NULL, 0, NULL, NULL);
+        return vipl_fail(VIP_ERROR_RESOURCE, "out of memory");
+    }
     vipl_notifiers_init(&cq->notify);
     cq->magic = VIPL_MAGIC_CQ;
     *CQHandle = cq;
@@ -265,8 +282,8 @@ VIP_RETURN VipDestroyCQ(VIP_CQ_HANDLE CQHandle)
         vipl_notifiers_init(&cq->notify);
         return rc;
     }
-    munmap(cq->fw.ring, cq->map_len);
-    pthread_mutex_destroy(&cq->fw.lock);
+    nic_cq_destroy(cq->hw);
+    munmap(cq->ring, cq->map_len);
     cq->magic = VIPL_DEAD;
     free(cq);
     return VIP_SUCCESS;
@@ -277,9 +294,9 @@ VIP_RETURN VipResizeCQ(VIP_CQ_HANDLE CQHandle, VIP_ULONG EntryCount)
     struct vip_cq *cq = vipl_cq(CQHandle);
     if (!cq || EntryCount == 0)
         return vipl_fail(VIP_INVALID_PARAMETER, "bad CQ handle or entry count");
-    if (EntryCount <= cq->fw.ring->nslots)
+    if (EntryCount <= nic_cq_slots(cq->hw))
         return VIP_SUCCESS; /* the ring already holds that many */
     return vipl_fail(VIP_ERROR_RESOURCE,
                      "growing a CQ beyond its %u slots is not supported; create it larger",
-                     cq->fw.ring->nslots);
+                     nic_cq_slots(cq->hw));
 }

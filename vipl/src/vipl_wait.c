@@ -4,14 +4,16 @@
  *
  * The NIC completes a work queue in order, so Done looks only at the
  * descriptor at the head of the host's queue. Before looking, the caller's
- * thread lends the NIC its CPU (progress): the send pipeline continues where
- * the link had stalled it, receive doorbells are taken, and arrived packets
- * are placed.
+ * thread lends the NIC its CPU (nic_vi_progress, nic_progress): the send
+ * pipeline continues where the link had stalled it, receive doorbells are
+ * taken, and arrived packets are placed. (The NIC also has a thread of its
+ * own for when nobody polls; a polling host is faster, and costs no wake.)
  *
  * Waiting spins briefly (a message usually arrives within microseconds),
- * then sleeps on the session's event page futex; a peer NIC or vipd wakes
- * the sleeper only if it asked (sleepers != 0), so a busy receiver costs
- * nobody a system call.
+ * then sleeps on the session's event page futex; a peer NIC, our own NIC
+ * completing a descriptor, or vipd wakes the sleeper only if it asked
+ * (sleepers != 0), so a busy receiver costs nobody a system call. The
+ * ordering argument is beside fw_notify (lanai-fw/fw_cmpl.c).
  */
 #include <errno.h>
 #include <limits.h>
@@ -21,7 +23,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fw_hal.h"
 #include "vipl_int.h"
 
 /*
@@ -35,10 +36,19 @@
 #define SPIN_MAX_NS 100000u
 #define SPIN_MIN_NS 5000u
 
-static void spin_adapt(struct vip_nic *n, bool slept)
+/*
+ * A wait that slept although its answer came soon after it fell asleep
+ * (within a short time of the sleep starting) slept needlessly: the peer
+ * was answering quickly, so the budget grows back by half. Only a wait
+ * that slept long (the peer really was slow) halves it. So the budget
+ * cannot stay stuck at its minimum while the peer answers quickly.
+ */
+static void spin_adapt(struct vip_nic *n, bool slept, bool slept_long)
 {
+    if (n->spin_fixed)
+        return;
     uint32_t s = atomic_load_explicit(&n->spin_ns, memory_order_relaxed);
-    uint32_t t = slept ? s / 2 : s + s / 8 + 1000;
+    uint32_t t = slept_long ? s / 2 : slept ? s + s / 2 : s + s / 8 + 1000;
     if (t < SPIN_MIN_NS)
         t = SPIN_MIN_NS;
     if (t > SPIN_MAX_NS)
@@ -49,19 +59,22 @@ static void spin_adapt(struct vip_nic *n, bool slept)
 
 void vipl_deliver_error(struct vip_vi *vi)
 {
-    pthread_mutex_lock(&vi->lock);
-    bool pending = vi->fw.err_pending;
+    struct nic_error ne;
+    if (!nic_vi_take_error(vi->hw, &ne))
+        return;
+    if (ne.tell_agent) {
+        /* The kernel agent breaks the connection and tells the peer; no
+         * lock of ours is held across this round trip. */
+        struct via_ctl_vi_error q = {.vi_id = vi->id, .code = ne.code};
+        vipl_call(vi->nic, VIA_CTL_VI_ERROR, &q, sizeof q, NULL, 0, NULL, NULL);
+    }
     VIP_ERROR_DESCRIPTOR e = {
         .NicHandle = vi->nic,
         .ViHandle = vi,
-        .DescriptorPtr = (VIP_DESCRIPTOR *)(uintptr_t)vi->fw.err_desc,
-        .ResourceCode = vi->fw.err_desc ? VIP_RESOURCE_DESCRIPTOR : VIP_RESOURCE_VI,
-        .ErrorCode = (VIP_ERROR_CODE)vi->fw.err_code,
+        .DescriptorPtr = (VIP_DESCRIPTOR *)(uintptr_t)ne.desc_va,
+        .ResourceCode = ne.desc_va ? VIP_RESOURCE_DESCRIPTOR : VIP_RESOURCE_VI,
+        .ErrorCode = (VIP_ERROR_CODE)ne.code,
     };
-    vi->fw.err_pending = false;
-    pthread_mutex_unlock(&vi->lock);
-    if (!pending)
-        return;
     pthread_mutex_lock(&vi->nic->lock);
     void (*fn)(VIP_PVOID, VIP_ERROR_DESCRIPTOR *) = vi->nic->err_handler;
     VIP_PVOID ctx = vi->nic->err_ctx;
@@ -70,33 +83,48 @@ void vipl_deliver_error(struct vip_vi *vi)
         fn(ctx, &e);
 }
 
-/* Progress one VI and pop a completed descriptor of one of its queues. */
-static VIP_RETURN done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out)
+struct vip_vi *vipl_vi_by_id(struct vip_nic *n, uint32_t id)
+{
+    if (id >= VIA_MAX_VI)
+        return NULL;
+    pthread_mutex_lock(&n->lock);
+    struct vip_vi *vi = n->vis[id];
+    pthread_mutex_unlock(&n->lock);
+    return vi;
+}
+
+/* Take a completed descriptor off the head of one of a VI's queues. */
+static bool pop_done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out)
 {
     struct vip_queue *q = recv ? &vi->rq : &vi->sq;
+    bool got = false;
     pthread_mutex_lock(&vi->lock);
-    /* A send parked on a full link continues whatever the caller waits for:
-     * a ping-pong of large messages waits for the receive while the rest of
-     * its own send is still to go. */
-    if (vi->fw.tx != FW_TX_IDLE || vi->fw.sq.head != vi->fw.sq.tail)
-        fw_tx_progress(&vi->fw);
-    if (recv)
-        fw_rx_progress(&vi->fw);
-    else
-        fw_link_check(&vi->fw);
-    VIP_RETURN rc = VIP_NOT_DONE;
     if (q->head != q->tail) {
         VIP_DESCRIPTOR *d = q->desc[q->head % VIA_QUEUE_DEPTH];
         if (__atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE) {
             q->head++;
             *out = d;
-            rc = VIP_SUCCESS;
+            got = true;
         }
     }
-    bool err = vi->fw.err_pending;
     pthread_mutex_unlock(&vi->lock);
-    if (err)
-        vipl_deliver_error(vi);
+    return got;
+}
+
+/* Progress one VI and pop a completed descriptor of one of its queues.
+ * *held: a paced effect that is known but held until its modelled time. */
+static VIP_RETURN done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out, uint64_t *held)
+{
+    /* Already done (the NIC's thread, or another poller, got there)? */
+    VIP_RETURN rc = pop_done(vi, recv, out) ? VIP_SUCCESS : VIP_NOT_DONE;
+    if (rc != VIP_SUCCESS) {
+        uint64_t h = nic_vi_progress(vi->hw, true);
+        if (held)
+            *held = h;
+        if (pop_done(vi, recv, out))
+            rc = VIP_SUCCESS;
+    }
+    vipl_deliver_error(vi);
     return rc;
 }
 
@@ -105,7 +133,7 @@ VIP_RETURN VipSendDone(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR **DescriptorPtr)
     struct vip_vi *vi = vipl_vi(ViHandle);
     if (!vi || !DescriptorPtr)
         return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument to VipSendDone");
-    return done(vi, false, DescriptorPtr);
+    return done(vi, false, DescriptorPtr, NULL);
 }
 
 VIP_RETURN VipRecvDone(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR **DescriptorPtr)
@@ -113,7 +141,7 @@ VIP_RETURN VipRecvDone(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR **DescriptorPtr)
     struct vip_vi *vi = vipl_vi(ViHandle);
     if (!vi || !DescriptorPtr)
         return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument to VipRecvDone");
-    return done(vi, true, DescriptorPtr);
+    return done(vi, true, DescriptorPtr, NULL);
 }
 
 /* ---- waiting ------------------------------------------------------------------ */
@@ -122,47 +150,54 @@ static uint64_t deadline_of(VIP_ULONG timeout_ms)
 {
     if (timeout_ms >= VIP_INFINITE)
         return UINT64_MAX;
-    return hal_now_ns() + (uint64_t)timeout_ms * 1000000u;
+    return nic_now_ns() + (uint64_t)timeout_ms * 1000000u;
 }
 
-VIP_RETURN vipl_wait(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn ready, void *arg)
+VIP_RETURN vipl_wait(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn ready, void *arg,
+                     const char *what)
 {
-    if (ready(arg))
+    uint64_t held = 0;
+    if (ready(arg, &held))
         return VIP_SUCCESS;
+    uint64_t start = nic_now_ns();
     if (timeout_ms == 0)
-        return VIP_TIMEOUT;
+        return vipl_fail(VIP_TIMEOUT, "%s: not done (timeout 0)", what);
     uint64_t deadline = deadline_of(timeout_ms);
-    uint64_t spin_until = hal_now_ns() + atomic_load_explicit(&n->spin_ns, memory_order_relaxed);
-    bool slept = false;
+    uint64_t spin_until = start + atomic_load_explicit(&n->spin_ns, memory_order_relaxed);
+    bool slept = false, slept_long = false;
+    unsigned sleeps = 0;
     for (unsigned i = 0;; i++) {
-        n->fw.next_release = 0;
-        if (ready(arg)) {
-            spin_adapt(n, slept);
+        held = 0;
+        if (ready(arg, &held)) {
+            spin_adapt(n, slept, slept_long);
             return VIP_SUCCESS;
         }
         if ((i & 63) != 63)
             continue;
-        uint64_t now = hal_now_ns();
+        uint64_t now = nic_now_ns();
         if (now >= deadline)
-            return VIP_TIMEOUT;
+            return vipl_fail(VIP_TIMEOUT,
+                             "%s: nothing completed within %lu ms (%u sleeps on the event "
+                             "page; the peer sent nothing that could complete it)",
+                             what, (unsigned long)timeout_ms, sleeps);
         if (now < spin_until)
             continue;
         /* A paced NIC holds an effect until its modelled time: keep
          * polling rather than sleep past it. */
-        uint64_t held = n->fw.next_release;
         if (held && held < now + 50000000u)
             continue;
         /* Sleep: announce ourselves, re-check, then wait for seq to move. */
         struct via_event_page *ev = n->ev;
         uint32_t seq = atomic_load(&ev->seq);
-        atomic_fetch_add(&ev->sleepers, 1);
-        n->fw.next_release = 0;
-        if (ready(arg)) {
+        atomic_fetch_add(&ev->sleepers, 1); /* (a) of fw_notify's protocol */
+        atomic_thread_fence(memory_order_seq_cst);
+        held = 0;
+        if (ready(arg, &held)) { /* (b) */
             atomic_fetch_sub(&ev->sleepers, 1);
-            spin_adapt(n, slept);
+            spin_adapt(n, slept, slept_long);
             return VIP_SUCCESS;
         }
-        if (n->fw.next_release) {
+        if (held) {
             /* What we wait for has arrived and is held until its modelled
              * time: nobody will wake us for it, so do not sleep. */
             atomic_fetch_sub(&ev->sleepers, 1);
@@ -173,10 +208,13 @@ VIP_RETURN vipl_wait(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn read
         if (left > 1000000000u)
             left = 1000000000u;
         struct timespec ts = {(time_t)(left / 1000000000u), (long)(left % 1000000000u)};
-        syscall(SYS_futex, &ev->seq, FUTEX_WAIT, seq, &ts, NULL, 0);
+        uint64_t t_sleep = nic_now_ns();
+        syscall(SYS_futex, &ev->seq, FUTEX_WAIT, seq, &ts, NULL, 0); /* (c) */
         atomic_fetch_sub(&ev->sleepers, 1);
+        sleeps++;
         slept = true;
-        spin_until = hal_now_ns() + SPIN_MIN_NS;
+        slept_long = nic_now_ns() - t_sleep > 4 * SPIN_MAX_NS;
+        spin_until = nic_now_ns() + SPIN_MIN_NS;
     }
 }
 
@@ -186,10 +224,10 @@ struct vi_wait {
     VIP_DESCRIPTOR **out;
 };
 
-static bool vi_ready(void *arg)
+static bool vi_ready(void *arg, uint64_t *held)
 {
     struct vi_wait *w = arg;
-    return done(w->vi, w->recv, w->out) == VIP_SUCCESS;
+    return done(w->vi, w->recv, w->out, held) == VIP_SUCCESS;
 }
 
 static VIP_RETURN vi_wait(VIP_VI_HANDLE h, VIP_ULONG timeout, VIP_DESCRIPTOR **out, bool recv)
@@ -198,7 +236,7 @@ static VIP_RETURN vi_wait(VIP_VI_HANDLE h, VIP_ULONG timeout, VIP_DESCRIPTOR **o
     if (!vi || !out)
         return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument to a wait");
     struct vi_wait w = {vi, recv, out};
-    return vipl_wait(vi->nic, timeout, vi_ready, &w);
+    return vipl_wait(vi->nic, timeout, vi_ready, &w, recv ? "VipRecvWait" : "VipSendWait");
 }
 
 VIP_RETURN VipSendWait(VIP_VI_HANDLE ViHandle, VIP_ULONG Timeout, VIP_DESCRIPTOR **DescriptorPtr)
@@ -213,33 +251,6 @@ VIP_RETURN VipRecvWait(VIP_VI_HANDLE ViHandle, VIP_ULONG Timeout, VIP_DESCRIPTOR
 
 /* ---- completion queues ----------------------------------------------------------- */
 
-/* Progress every VI whose arrival bit is set on this session's event page. */
-static void progress_arrivals(struct vip_nic *n)
-{
-    for (unsigned w = 0; w < VIA_MAX_VI / 64; w++) {
-        if (!atomic_load_explicit(&n->ev->arrived[w], memory_order_relaxed))
-            continue;
-        uint64_t bits = atomic_exchange(&n->ev->arrived[w], 0);
-        while (bits) {
-            unsigned id = w * 64 + (unsigned)__builtin_ctzll(bits);
-            bits &= bits - 1;
-            pthread_mutex_lock(&n->lock);
-            struct vip_vi *vi = n->vis[id];
-            pthread_mutex_unlock(&n->lock);
-            if (!vi)
-                continue;
-            pthread_mutex_lock(&vi->lock);
-            if (vi->fw.tx != FW_TX_IDLE || vi->fw.sq.head != vi->fw.sq.tail)
-                fw_tx_progress(&vi->fw);
-            fw_rx_progress(&vi->fw);
-            bool err = vi->fw.err_pending;
-            pthread_mutex_unlock(&vi->lock);
-            if (err)
-                vipl_deliver_error(vi);
-        }
-    }
-}
-
 struct cq_wait {
     struct vip_cq *cq;
     VIP_VI_HANDLE *vi;
@@ -248,30 +259,29 @@ struct cq_wait {
 
 static bool cq_pop(struct vip_cq *cq, VIP_VI_HANDLE *vi, VIP_BOOLEAN *recv)
 {
-    struct via_cq_ring *r = cq->fw.ring;
-    bool got = false;
-    pthread_mutex_lock(&cq->fw.lock);
-    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
-    if (atomic_load_explicit(&r->tail, memory_order_acquire) != head) {
-        struct via_cq_entry e = r->e[head % r->nslots];
-        atomic_store_explicit(&r->head, head + 1, memory_order_release);
-        struct vip_vi *v = e.vi_id < VIA_MAX_VI ? cq->nic->vis[e.vi_id] : NULL;
-        if (v) {
+    uint32_t id;
+    bool r;
+    while (nic_cq_pop(cq->hw, &id, &r)) {
+        struct vip_vi *v = vipl_vi_by_id(cq->nic, id);
+        if (v) { /* an entry of a VI destroyed since is skipped */
             *vi = v;
-            *recv = e.is_recv ? VIP_TRUE : VIP_FALSE;
-            got = true;
+            *recv = r ? VIP_TRUE : VIP_FALSE;
+            return true;
         }
     }
-    pthread_mutex_unlock(&cq->fw.lock);
-    return got;
+    return false;
 }
 
-static bool cq_ready(void *arg)
+/* The NIC works for every VI that has work (not only this CQ's: the CQ
+ * cannot know which VI the next completion comes from). */
+static bool cq_ready(void *arg, uint64_t *held)
 {
     struct cq_wait *w = arg;
     if (cq_pop(w->cq, w->vi, w->recv))
         return true;
-    progress_arrivals(w->cq->nic);
+    uint64_t h = nic_progress(w->cq->nic->hw, true);
+    if (held)
+        *held = h;
     return cq_pop(w->cq, w->vi, w->recv);
 }
 
@@ -280,11 +290,11 @@ VIP_RETURN VipCQDone(VIP_CQ_HANDLE CQHandle, VIP_VI_HANDLE *ViHandle, VIP_BOOLEA
     struct vip_cq *cq = vipl_cq(CQHandle);
     if (!cq || !ViHandle || !RecvQueue)
         return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument to VipCQDone");
-    if (atomic_load(&cq->fw.ring->overflow))
+    if (nic_cq_overflowed(cq->hw))
         return vipl_fail(VIP_ERROR_RESOURCE, "CQ overflowed: completions were lost "
                                              "(create it with more entries)");
     struct cq_wait w = {cq, ViHandle, RecvQueue};
-    return cq_ready(&w) ? VIP_SUCCESS : VIP_NOT_DONE;
+    return cq_ready(&w, NULL) ? VIP_SUCCESS : VIP_NOT_DONE;
 }
 
 VIP_RETURN VipCQWait(VIP_CQ_HANDLE CQHandle, VIP_ULONG Timeout, VIP_VI_HANDLE *ViHandle,
@@ -293,8 +303,8 @@ VIP_RETURN VipCQWait(VIP_CQ_HANDLE CQHandle, VIP_ULONG Timeout, VIP_VI_HANDLE *V
     struct vip_cq *cq = vipl_cq(CQHandle);
     if (!cq || !ViHandle || !RecvQueue)
         return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument to VipCQWait");
-    if (atomic_load(&cq->fw.ring->overflow))
+    if (nic_cq_overflowed(cq->hw))
         return vipl_fail(VIP_ERROR_RESOURCE, "CQ overflowed: completions were lost");
     struct cq_wait w = {cq, ViHandle, RecvQueue};
-    return vipl_wait(cq->nic, Timeout, cq_ready, &w);
+    return vipl_wait(cq->nic, Timeout, cq_ready, &w, "VipCQWait");
 }

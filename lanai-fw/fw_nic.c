@@ -1,0 +1,381 @@
+/*
+ * fw_nic.c - the NIC as a component (nic.h): its VIs and CQs, the doorbell
+ * the host rings, and progress.
+ *
+ * Whoever lends the NIC a CPU (a host thread in a VIPL call, or the NIC's
+ * own thread) enters through nic_vi_progress / nic_progress and runs a VI's
+ * stages under that VI's lock. Which VIs need a visit is kept in three
+ * bitmaps by VI id:
+ *   ev->arrived  set by the peer NIC after it published a packet for us
+ *                (or freed room we waited for), on our event page;
+ *   work         set by ourselves: a stalled send, a wake owed to a peer,
+ *                an answer the link had no room for;
+ *   held         a paced effect held until its modelled time; visited
+ *                only once real time reaches held_min.
+ * A visitor takes a bit with an atomic exchange before it looks at the VI,
+ * so work published after the exchange sets the bit again (fw_cmpl.c
+ * states the ordering).
+ *
+ * VIs are reference-counted: the table holds one reference and each
+ * visitor one more while it runs the VI, so nic_vi_destroy on one thread
+ * never frees a VI another thread is progressing.
+ */
+#include <sched.h>
+#include <stdlib.h>
+#include <vipl.h>
+
+#include "fw.h"
+#include "fw_hal.h"
+
+/* ---- the NIC ---------------------------------------------------------------- */
+
+struct fw_nic *nic_create(const struct nic_params *p)
+{
+    struct fw_nic *nic = calloc(1, sizeof *nic);
+    if (!nic)
+        return NULL;
+    nic->nic_index = p->nic_index;
+    nic->tpt = p->tpt;
+    nic->ev = p->ev;
+    nic->st = p->st;
+    nic->np = p->np;
+    nic->prof = &p->np->prof;
+    nic->paced = p->np->prof.paced != 0;
+    nic->own_thread = p->own_thread;
+    atomic_store(&nic->held_min, UINT64_MAX);
+    pthread_mutex_init(&nic->lock, NULL);
+    return nic;
+}
+
+void nic_destroy(struct fw_nic *nic)
+{
+    if (!nic)
+        return;
+    fw_thread_stop(nic);
+    pthread_mutex_destroy(&nic->lock);
+    free(nic);
+}
+
+bool nic_paced(const struct fw_nic *nic)
+{
+    return nic->paced;
+}
+
+const struct via_profile *nic_profile(const struct fw_nic *nic)
+{
+    return nic->prof;
+}
+
+/* ---- VIs: the table and references -------------------------------------------- */
+
+static struct fw_vi *vi_get(struct fw_nic *nic, unsigned id)
+{
+    pthread_mutex_lock(&nic->lock);
+    struct fw_vi *vi = id < VIA_MAX_VI ? nic->vis[id] : NULL;
+    if (vi)
+        atomic_fetch_add_explicit(&vi->refs, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&nic->lock);
+    return vi;
+}
+
+static void vi_put(struct fw_vi *vi)
+{
+    atomic_fetch_sub_explicit(&vi->refs, 1, memory_order_release);
+}
+
+struct fw_vi *nic_vi_create(struct fw_nic *nic, struct via_vi_page *db,
+                            const struct nic_vi_params *p, struct fw_cq *scq, struct fw_cq *rcq)
+{
+    if (p->vi_id >= VIA_MAX_VI)
+        return NULL;
+    struct fw_vi *vi = calloc(1, sizeof *vi);
+    if (!vi)
+        return NULL;
+    pthread_mutex_init(&vi->lock, NULL);
+    atomic_store(&vi->refs, 1);
+    fw_vi_init(vi, nic, p->vi_id, db);
+    vi->scq = scq;
+    vi->rcq = rcq;
+    nic_vi_set_params(vi, p);
+    pthread_mutex_lock(&nic->lock);
+    if (nic->vis[p->vi_id]) {
+        pthread_mutex_unlock(&nic->lock);
+        pthread_mutex_destroy(&vi->lock);
+        free(vi);
+        return NULL;
+    }
+    nic->vis[p->vi_id] = vi;
+    pthread_mutex_unlock(&nic->lock);
+    return vi;
+}
+
+void nic_vi_destroy(struct fw_vi *vi)
+{
+    struct fw_nic *nic = vi->nic;
+    pthread_mutex_lock(&nic->lock);
+    nic->vis[vi->vi_id] = NULL;
+    pthread_mutex_unlock(&nic->lock);
+    /* Nobody finds it any more; wait for those who already did. */
+    while (atomic_load_explicit(&vi->refs, memory_order_acquire) != 1)
+        sched_yield();
+    pthread_mutex_lock(&vi->lock);
+    if (vi->chan)
+        fw_vi_disconnect(vi);
+    pthread_mutex_unlock(&vi->lock);
+    pthread_mutex_destroy(&vi->lock);
+    free(vi);
+}
+
+void nic_vi_set_params(struct fw_vi *vi, const struct nic_vi_params *p)
+{
+    pthread_mutex_lock(&vi->lock);
+    vi->ptag = p->ptag;
+    vi->reliability = p->reliability;
+    vi->max_transfer = p->max_transfer;
+    vi->rdma_write = p->rdma_write;
+    vi->rdma_read = p->rdma_read;
+    pthread_mutex_unlock(&vi->lock);
+}
+
+void nic_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t peer_vi,
+                    struct via_event_page *peer_ev)
+{
+    struct fw_nic *nic = vi->nic;
+    pthread_mutex_lock(&vi->lock);
+    fw_vi_connect(vi, chan, side, peer_vi, peer_ev);
+    pthread_mutex_unlock(&vi->lock);
+    /* The NIC needs a CPU of its own from the first connection on. */
+    pthread_mutex_lock(&nic->lock);
+    fw_thread_start(nic);
+    pthread_mutex_unlock(&nic->lock);
+    fw_want_visit(vi); /* packets may be waiting already */
+}
+
+void nic_vi_disconnect(struct fw_vi *vi)
+{
+    pthread_mutex_lock(&vi->lock);
+    fw_vi_disconnect(vi);
+    pthread_mutex_unlock(&vi->lock);
+}
+
+bool nic_vi_take_error(struct fw_vi *vi, struct nic_error *e)
+{
+    if (!__atomic_load_n(&vi->err_pending, __ATOMIC_ACQUIRE))
+        return false; /* a hint only: the lock below decides */
+    pthread_mutex_lock(&vi->lock);
+    bool got = vi->err_pending;
+    if (got) {
+        *e = (struct nic_error){vi->err_code, vi->err_desc, vi->err_told};
+        vi->err_pending = false;
+        vi->err_told = false;
+    }
+    pthread_mutex_unlock(&vi->lock);
+    return got;
+}
+
+/* ---- T1/R1 Ring --------------------------------------------------------------------- */
+
+uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
+                  enum fw_ext_mode mode, uint32_t bytes, uint64_t rung_ns)
+{
+    struct fw_nic *nic = vi->nic;
+    enum via_stage st = recv ? VIA_ST_R1_RING : VIA_ST_T1_RING;
+    pthread_mutex_lock(&vi->lock);
+    uint64_t cost = 0;
+    if (nic->paced) {
+        double c = fw_cost_post(nic->prof, recv ? FW_EXT_STANDARD : mode, bytes);
+        fw_account(nic, st, vi->vi_id, recv ? 0 : vi->tx_seq + 1, bytes, c);
+        cost = (uint64_t)c;
+    }
+    struct via_db_queue *q = recv ? &vi->db->rq : &vi->db->sq;
+    struct fw_wq *wq = recv ? &vi->rq : &vi->sq;
+    uint64_t *ring_ns = recv ? NULL : vi->db_ring_ns;
+    uint32_t prod = atomic_load_explicit(&q->prod, memory_order_relaxed);
+    if (prod - atomic_load_explicit(&q->cons, memory_order_acquire) >= VIA_DB_SLOTS)
+        fw_bell_take(q, wq, ring_ns); /* the NIC takes tokens whenever asked */
+    q->tok[prod % VIA_DB_SLOTS] = *tok;
+    if (ring_ns)
+        ring_ns[prod % VIA_DB_SLOTS] = rung_ns + cost; /* the PIO completes then */
+    atomic_store_explicit(&q->prod, prod + 1, memory_order_release);
+    FW_TRACE(nic, st, vi->vi_id, recv ? 0 : vi->tx_seq + 1, bytes);
+    if (!recv) {
+        /* The NIC's turn at once: with hardware doorbells it is pointed at
+         * this VI; a paced NIC's timeline says when its scan found it. */
+        fw_vi_run(vi, false);
+        if (nic->paced && (vi->wake_peer || vi->held))
+            fw_thread_kick(nic); /* left to the NIC: only a deep sleeper needs telling */
+    }
+    pthread_mutex_unlock(&vi->lock);
+    return cost;
+}
+
+/* ---- progress ------------------------------------------------------------------------ */
+
+/* A cheap fingerprint of a VI's pipeline positions: did a visit move it? */
+static uint64_t vi_sig(const struct fw_vi *vi)
+{
+    return (uint64_t)vi->sq.head * 31u + vi->rq.head * 17u + vi->sq.tail * 7u +
+           vi->rq.tail * 5u + vi->rx_pkts * 3u + vi->tx_off + vi->acked + (uint64_t)vi->tx +
+           (vi->wake_peer ? 1u : 0u);
+}
+
+static void held_note(struct fw_vi *vi)
+{
+    struct fw_nic *nic = vi->nic;
+    unsigned id = vi->vi_id;
+    atomic_fetch_or_explicit(&nic->held[id / 64], 1ull << (id % 64), memory_order_release);
+    uint64_t cur = atomic_load_explicit(&nic->held_min, memory_order_relaxed);
+    while (vi->held < cur &&
+           !atomic_compare_exchange_weak_explicit(&nic->held_min, &cur, vi->held,
+                                                  memory_order_relaxed, memory_order_relaxed))
+        ;
+}
+
+/* Run one VI's pipelines as far as they go (vi->lock held). may_wake:
+ * the caller may pay for a wake owed to the peer (not a post). */
+void fw_vi_run(struct fw_vi *vi, bool may_wake)
+{
+    vi->held = 0;
+    if (vi->wake_peer && may_wake) {
+        vi->wake_peer = false;
+        fw_notify(vi->peer_ev, vi->peer_vi);
+    }
+    bool tx_work = vi->tx != FW_TX_IDLE || vi->sq.head != vi->sq.tail ||
+                   atomic_load_explicit(&vi->db->sq.prod, memory_order_acquire) !=
+                       atomic_load_explicit(&vi->db->sq.cons, memory_order_relaxed);
+    if (tx_work)
+        fw_tx_progress(vi);
+    fw_rx_progress(vi);
+    /* An ACK or NAK just taken may complete a send waiting for it; only
+     * then is a closed or broken link the VI's error. */
+    if (vi->tx != FW_TX_IDLE)
+        fw_tx_progress(vi);
+    fw_link_check(vi);
+    if (vi->held)
+        held_note(vi);
+}
+
+static uint64_t visit(struct fw_nic *nic, unsigned id, bool *did)
+{
+    struct fw_vi *vi = vi_get(nic, id);
+    if (!vi)
+        return 0;
+    pthread_mutex_lock(&vi->lock);
+    uint64_t before = vi_sig(vi);
+    fw_vi_run(vi, true);
+    if (vi_sig(vi) != before)
+        *did = true;
+    uint64_t held = vi->held;
+    pthread_mutex_unlock(&vi->lock);
+    vi_put(vi);
+    return held;
+}
+
+static inline uint64_t take(_Atomic uint64_t *w)
+{
+    return atomic_load_explicit(w, memory_order_relaxed) ? atomic_exchange(w, 0) : 0;
+}
+
+uint64_t fw_progress(struct fw_nic *nic, bool *did)
+{
+    uint64_t now = hal_now_ns(), held_min = 0;
+    bool held_due = atomic_load_explicit(&nic->held_min, memory_order_relaxed) <= now;
+    if (held_due)
+        atomic_store_explicit(&nic->held_min, UINT64_MAX, memory_order_relaxed);
+    for (unsigned w = 0; w < VIA_MAX_VI / 64; w++) {
+        uint64_t bits = take(&nic->ev->arrived[w]) | take(&nic->work[w]);
+        if (held_due)
+            bits |= take(&nic->held[w]);
+        while (bits) {
+            unsigned id = w * 64 + (unsigned)__builtin_ctzll(bits);
+            bits &= bits - 1;
+            uint64_t h = visit(nic, id, did);
+            if (h && (!held_min || h < held_min))
+                held_min = h;
+        }
+    }
+    uint64_t pending = atomic_load_explicit(&nic->held_min, memory_order_relaxed);
+    if (pending != UINT64_MAX && (!held_min || pending < held_min))
+        held_min = pending;
+    return held_min;
+}
+
+static void host_polled(struct fw_nic *nic)
+{
+    /* Lossy when threads race, which is fine: the NIC thread only asks
+     * whether it moved. */
+    atomic_store_explicit(&nic->host_polls,
+                          atomic_load_explicit(&nic->host_polls, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+uint64_t nic_progress(struct fw_nic *nic, bool host)
+{
+    bool did = false;
+    if (host)
+        host_polled(nic);
+    return fw_progress(nic, &did);
+}
+
+uint64_t nic_vi_progress(struct fw_vi *vi, bool host)
+{
+    if (host)
+        host_polled(vi->nic);
+    pthread_mutex_lock(&vi->lock);
+    fw_vi_run(vi, true);
+    uint64_t held = vi->held;
+    pthread_mutex_unlock(&vi->lock);
+    return held;
+}
+
+/* ---- completion queues -------------------------------------------------------------- */
+
+struct fw_cq *nic_cq_create(struct fw_nic *nic, struct via_cq_ring *ring)
+{
+    struct fw_cq *cq = calloc(1, sizeof *cq);
+    if (!cq)
+        return NULL;
+    pthread_mutex_init(&cq->lock, NULL);
+    cq->ring = ring;
+    cq->nic = nic;
+    return cq;
+}
+
+void nic_cq_destroy(struct fw_cq *cq)
+{
+    if (!cq)
+        return;
+    pthread_mutex_destroy(&cq->lock);
+    free(cq);
+}
+
+bool nic_cq_pop(struct fw_cq *cq, uint32_t *vi_id, bool *recv)
+{
+    struct via_cq_ring *r = cq->ring;
+    bool got = false;
+    /* Empty is the common case of a poll: look before locking. */
+    if (atomic_load_explicit(&r->tail, memory_order_acquire) ==
+        atomic_load_explicit(&r->head, memory_order_relaxed))
+        return false;
+    pthread_mutex_lock(&cq->lock);
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    if (atomic_load_explicit(&r->tail, memory_order_acquire) != head) {
+        struct via_cq_entry e = r->e[head % r->nslots];
+        atomic_store_explicit(&r->head, head + 1, memory_order_release);
+        *vi_id = e.vi_id;
+        *recv = e.is_recv != 0;
+        got = true;
+    }
+    pthread_mutex_unlock(&cq->lock);
+    return got;
+}
+
+bool nic_cq_overflowed(const struct fw_cq *cq)
+{
+    return atomic_load(&cq->ring->overflow) != 0;
+}
+
+uint32_t nic_cq_slots(const struct fw_cq *cq)
+{
+    return cq->ring->nslots;
+}

@@ -1,0 +1,189 @@
+/*
+ * fw_thread.c - the NIC's own thread: the LANai's main loop, for when no
+ * host thread lends the NIC a CPU.
+ *
+ * A host thread that polls or waits in VIPL does the NIC's work inline (no
+ * hand-over, no system call). This thread covers the rest: a receiver that
+ * watches a descriptor's Status word in memory, a sender that computes
+ * after posting, a process asleep outside VIPL. It must cost the polling
+ * case nothing, so it runs a small state machine:
+ *
+ *   RUN    visit every VI with work (arrival bits, held effects, stalled
+ *          sends, wakes owed) until there is none for FW_SPIN_NS;
+ *   DOZE   host threads are progressing (their poll counter moves): let
+ *          them, and look again after FW_DOZE_NS, not announced, so peers
+ *          pay no wake-up. A VI nobody polls waits at most that long;
+ *   SLEEP  nobody polls: announce ourselves on the event page (sleepers),
+ *          so a peer that publishes, or a local completion, wakes us; wake
+ *          by ourselves at the next held effect, and (paced profiles) every
+ *          FW_DOZE_NS while work was recent, since a paced post leaves the
+ *          peer's wake to us instead of paying for it;
+ *   DEEP   SLEEP after FW_DEEP_NS without work: no timer at all; a paced
+ *          post that leaves us work wakes us (once, not per message).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "fw.h"
+#include "fw_hal.h"
+
+#define FW_SPIN_NS 20000u     /* poll for work this long before sleeping */
+#define FW_DOZE_NS 500000u    /* look again this often while the host polls */
+#define FW_DEEP_NS 20000000u  /* no work for this long: sleep with no timer */
+
+const char *const fw_thread_state_name[FW_THREAD_NSTATES] = {
+    [FW_THREAD_RUN] = "run",
+    [FW_THREAD_DOZE] = "doze",
+    [FW_THREAD_SLEEP] = "sleep",
+    [FW_THREAD_DEEP] = "deep",
+};
+
+static void futex_wait_ns(_Atomic uint32_t *w, uint32_t val, uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    syscall(SYS_futex, w, FUTEX_WAIT, val, ns == UINT64_MAX ? NULL : &ts, NULL, 0);
+}
+
+static bool work_flagged(const struct fw_nic *nic)
+{
+    for (unsigned w = 0; w < VIA_MAX_VI / 64; w++)
+        if (atomic_load_explicit(&nic->ev->arrived[w], memory_order_relaxed) ||
+            atomic_load_explicit(&nic->work[w], memory_order_relaxed))
+            return true;
+    return false;
+}
+
+struct fw_loop {
+    struct fw_nic *nic;
+    uint32_t polls_seen;
+    uint64_t last_work;  /* when we last found something to do */
+    uint64_t held;       /* earliest held effect, 0 = none */
+};
+
+static void set_state(struct fw_nic *nic, enum fw_thread_state s)
+{
+    atomic_store_explicit(&nic->thread_state, s, memory_order_seq_cst);
+}
+
+static enum fw_thread_state st_run(struct fw_loop *lp)
+{
+    struct fw_nic *nic = lp->nic;
+    bool did = false;
+    lp->held = fw_progress(nic, &did);
+    uint64_t now = hal_now_ns();
+    if (did) {
+        lp->last_work = now;
+        return FW_THREAD_RUN;
+    }
+    uint32_t polls = atomic_load_explicit(&nic->host_polls, memory_order_relaxed);
+    if (polls != lp->polls_seen) {
+        lp->polls_seen = polls;
+        return FW_THREAD_DOZE;
+    }
+    if (lp->held && lp->held <= now + FW_SPIN_NS)
+        return FW_THREAD_RUN; /* a held effect is due any moment */
+    if (now - lp->last_work < FW_SPIN_NS) {
+        hal_cpu_relax();
+        return FW_THREAD_RUN;
+    }
+    return now - lp->last_work < FW_DEEP_NS ? FW_THREAD_SLEEP : FW_THREAD_DEEP;
+}
+
+static enum fw_thread_state st_doze(struct fw_loop *lp)
+{
+    struct fw_nic *nic = lp->nic;
+    uint64_t ns = FW_DOZE_NS, now = hal_now_ns();
+    if (lp->held && lp->held > now && lp->held - now < ns)
+        ns = lp->held - now;
+    set_state(nic, FW_THREAD_DOZE);
+    futex_wait_ns(&nic->doze, 0, ns);
+    set_state(nic, FW_THREAD_RUN);
+    return FW_THREAD_RUN; /* one pass: a VI nobody polls waits at most a doze */
+}
+
+/* SLEEP and DEEP: announced, so producers wake us (fw_notify's protocol). */
+static enum fw_thread_state sleep_announced(struct fw_loop *lp, bool deep)
+{
+    struct fw_nic *nic = lp->nic;
+    struct via_event_page *ev = nic->ev;
+    uint32_t seq = atomic_load(&ev->seq);
+    set_state(nic, deep ? FW_THREAD_DEEP : FW_THREAD_SLEEP);
+    atomic_fetch_add(&ev->sleepers, 1); /* (a) */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (!atomic_load(&nic->stop) && !work_flagged(nic)) { /* (b) */
+        uint64_t ns = UINT64_MAX, now = hal_now_ns();
+        if (lp->held)
+            ns = lp->held > now ? lp->held - now : 0;
+        if (!deep && nic->paced && ns > FW_DOZE_NS)
+            ns = FW_DOZE_NS;
+        if (ns)
+            futex_wait_ns(&ev->seq, seq, ns); /* (c) */
+    }
+    atomic_fetch_sub(&ev->sleepers, 1);
+    set_state(nic, FW_THREAD_RUN);
+    lp->polls_seen = atomic_load_explicit(&nic->host_polls, memory_order_relaxed);
+    return FW_THREAD_RUN;
+}
+
+static enum fw_thread_state st_sleep(struct fw_loop *lp)
+{
+    return sleep_announced(lp, false);
+}
+
+static enum fw_thread_state st_deep(struct fw_loop *lp)
+{
+    return sleep_announced(lp, true);
+}
+
+typedef enum fw_thread_state (*fw_thread_fn)(struct fw_loop *);
+static const fw_thread_fn thread_state_fn[FW_THREAD_NSTATES] = {
+    [FW_THREAD_RUN] = st_run,
+    [FW_THREAD_DOZE] = st_doze,
+    [FW_THREAD_SLEEP] = st_sleep,
+    [FW_THREAD_DEEP] = st_deep,
+};
+
+static void *fw_main(void *arg)
+{
+    struct fw_loop lp = {.nic = arg, .last_work = hal_now_ns()};
+    enum fw_thread_state s = FW_THREAD_RUN;
+    while (!atomic_load_explicit(&lp.nic->stop, memory_order_acquire))
+        s = thread_state_fn[s](&lp);
+    return NULL;
+}
+
+void fw_thread_start(struct fw_nic *nic)
+{
+    if (!nic->own_thread || nic->thread_started)
+        return;
+    if (pthread_create(&nic->thread, NULL, fw_main, nic) == 0)
+        nic->thread_started = true;
+}
+
+void fw_thread_stop(struct fw_nic *nic)
+{
+    if (!nic->thread_started)
+        return;
+    atomic_store_explicit(&nic->stop, 1, memory_order_release);
+    atomic_fetch_add(&nic->doze, 1);
+    syscall(SYS_futex, &nic->doze, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    atomic_fetch_add(&nic->ev->seq, 1);
+    syscall(SYS_futex, &nic->ev->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    pthread_join(nic->thread, NULL);
+    nic->thread_started = false;
+}
+
+void fw_thread_kick(struct fw_nic *nic)
+{
+    /* Only a thread in DEEP sleep has no timer that would find the work.
+     * The caller's work bit, then our load of the state; the thread's state
+     * store, then its load of the work bits: a fence on each side. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&nic->thread_state, memory_order_seq_cst) != FW_THREAD_DEEP)
+        return;
+    atomic_fetch_add(&nic->ev->seq, 1);
+    syscall(SYS_futex, &nic->ev->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}

@@ -1,0 +1,120 @@
+/*
+ * nic.h - the emulated NIC as a component: everything the host library
+ * (vipl/) and the host side of the extensions (extensions/) may call.
+ *
+ * The NIC shares with the host only what a LANai card shared with its host:
+ * the doorbell pages (tokens rung by the host), descriptors and data in
+ * registered memory (reached through the TPT), the status words and CQ
+ * entries it writes there, and its SRAM (the doorbell page's descriptorless
+ * slots). Its own state (struct fw_nic, fw_vi, fw_cq) is opaque here.
+ *
+ * Progress. The NIC works whether or not the host calls in: a host thread
+ * that polls or waits lends the NIC its CPU and does the NIC's work inline
+ * (the fast path: no system call, no hand-over), and otherwise the NIC's own
+ * thread does it (fw_thread.c), sleeping when there is nothing to do and
+ * woken by its peers only when nobody polls. Both enter through the same
+ * progress functions, under the NIC's per-VI lock.
+ *
+ * Errors. The NIC never calls the host library. An asynchronous error is
+ * recorded on the VI (nic_vi_take_error); the library reports it to the
+ * kernel agent and to the program after it has dropped its own locks.
+ */
+#ifndef NIC_H
+#define NIC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "fw_model.h"
+#include "via_abi.h"
+
+struct fw_nic;
+struct fw_vi;
+struct fw_cq;
+
+/* What the kernel agent handed this process for one NIC session. */
+struct nic_params {
+    uint16_t nic_index;
+    const struct via_tpt_entry *tpt; /* read-only view */
+    struct via_event_page *ev;       /* this session's wake-up page */
+    struct via_status_page *st;      /* counters and stage trace */
+    struct via_nic_page *np;         /* profile and modelled resources */
+    bool own_thread;                 /* false: VIP_PROGRESS=manual */
+};
+
+struct nic_vi_params {
+    uint32_t vi_id;
+    uint32_t ptag;
+    uint32_t reliability;  /* VIP_SERVICE_* */
+    uint32_t max_transfer;
+    bool rdma_write, rdma_read;
+};
+
+/* An asynchronous error the NIC found on a VI. */
+struct nic_error {
+    uint32_t code;      /* VIP_ERROR_CODE */
+    uint64_t desc_va;   /* the descriptor concerned, 0 = the VI */
+    bool tell_agent;    /* first report of a VI that broke its connection */
+};
+
+/* ---- the NIC ------------------------------------------------------------- */
+struct fw_nic *nic_create(const struct nic_params *p);
+/* Stops the NIC's thread; every VI and CQ must be gone. */
+void nic_destroy(struct fw_nic *nic);
+bool nic_paced(const struct fw_nic *nic);
+const struct via_profile *nic_profile(const struct fw_nic *nic);
+
+/* ---- VIs ------------------------------------------------------------------- */
+struct fw_vi *nic_vi_create(struct fw_nic *nic, struct via_vi_page *db,
+                            const struct nic_vi_params *p, struct fw_cq *scq, struct fw_cq *rcq);
+/* Waits until no progress is inside the VI, then frees it. */
+void nic_vi_destroy(struct fw_vi *vi);
+void nic_vi_set_params(struct fw_vi *vi, const struct nic_vi_params *p);
+void nic_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t peer_vi,
+                    struct via_event_page *peer_ev);
+/* Local disconnect or destroy: flush every queued descriptor, detach. */
+void nic_vi_disconnect(struct fw_vi *vi);
+bool nic_vi_take_error(struct fw_vi *vi, struct nic_error *e);
+
+/*
+ * T1/R1 Ring: the host writes one token into the VI's doorbell ring. The
+ * NIC has hardware doorbells in the native profile: it takes the send
+ * doorbell at once and runs as far as it can on the caller's CPU. A paced
+ * NIC finds doorbells by its scan; its work is modelled from rung_ns and
+ * done by whoever next lends it a CPU. Returns the host's cost (ns) of
+ * Build + Ring in the profile, which the caller spends before returning.
+ */
+uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
+                  enum fw_ext_mode mode, uint32_t bytes, uint64_t rung_ns);
+
+/*
+ * Progress. nic_vi_progress runs one VI's send and receive pipelines;
+ * nic_progress runs every VI the NIC has been told has work (arrivals,
+ * held effects, a stalled send). Both return the earliest modelled time of
+ * an effect still held (paced profiles), 0 if none. A host thread passes
+ * host = true: the NIC's thread then leaves it the work.
+ */
+uint64_t nic_vi_progress(struct fw_vi *vi, bool host);
+uint64_t nic_progress(struct fw_nic *nic, bool host);
+
+/* TPT check of one host range against the VI's ptag: 0 or a VIP_STATUS_ error. */
+uint32_t nic_tpt_check(const struct fw_vi *vi, uint32_t handle, uint64_t va, uint64_t len);
+
+/* ---- completion queues ----------------------------------------------------------- */
+struct fw_cq *nic_cq_create(struct fw_nic *nic, struct via_cq_ring *ring);
+void nic_cq_destroy(struct fw_cq *cq);
+/* Take the oldest entry: true with its VI id and queue. */
+bool nic_cq_pop(struct fw_cq *cq, uint32_t *vi_id, bool *recv);
+bool nic_cq_overflowed(const struct fw_cq *cq);
+uint32_t nic_cq_slots(const struct fw_cq *cq);
+
+/* ---- the NIC's clock (CLOCK_MONOTONIC, the model's time base) ------------------------ */
+static inline uint64_t nic_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+#endif
