@@ -25,6 +25,8 @@ static void one(const struct via_profile *p, int csv)
         printf("# profile,quantity,value,unit\n");
         printf("%s,oneway_4B,%.3f,us\n", p->name, a.oneway / 1000);
         printf("%s,slope,%.1f,Mbit/s\n", p->name, slope);
+        printf("%s,L_paper,%.3f,us\n%s,g_paper,%.3f,us\n", p->name, a.L_paper / 1000,
+               p->name, a.g_paper / 1000);
         printf("%s,o_s,%.3f,us\n%s,o_r,%.3f,us\n%s,g,%.3f,us\n%s,L,%.3f,us\n", p->name,
                a.o_s / 1000, p->name, a.o_r / 1000, p->name, a.gap / 1000, p->name,
                a.latency / 1000);
@@ -47,6 +49,8 @@ static void one(const struct via_profile *p, int csv)
     printf("  per-byte slope (4 B..4 KB):    %8.1f Mbit/s\n", slope);
     printf("  LogP, 4 B: o_s %.2f us  o_r %.2f us  g %.2f us  L %.2f us\n", a.o_s / 1000,
            a.o_r / 1000, a.gap / 1000, a.latency / 1000);
+    printf("  paper's formulas, 4 B: o = Build + Ring %.2f us  L %.2f us  G %.2f us\n",
+           a.o_s / 1000, a.L_paper / 1000, a.g_paper / 1000);
     printf("  streaming bandwidth:");
     for (uint32_t n = 256; n <= 16384; n *= 4) {
         fw_predict(p, FW_EXT_STANDARD, n, 2, &m);

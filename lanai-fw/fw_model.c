@@ -117,5 +117,12 @@ void fw_predict(const struct via_profile *p, enum fw_ext_mode m, uint32_t bytes,
         g = recv;
     out->gap = g;
     out->bw_mbps = g > 0 ? bytes * 8.0 * 1000.0 / g : 0;
+    /* The paper's formulas: its XDes, XData and Updt are one stage each,
+     * counted twice where both NICs do them (the send side's values). */
+    double xdes = C(VIA_ST_T3_XDES, m), xdata = C(VIA_ST_T4_XDATA, m);
+    out->L_paper = o_s + C(VIA_ST_T2_BELL, m) + 2 * xdes + 2 * xdata +
+                   C(VIA_ST_T5_TRANSMIT, m) + flight + C(VIA_ST_T6_UPDT, m);
+    out->g_paper = o_s + C(VIA_ST_T2_BELL, m) + xdes + xdata + C(VIA_ST_T5_TRANSMIT, m) +
+                   C(VIA_ST_T6_UPDT, m);
 #undef C
 }

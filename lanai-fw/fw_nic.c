@@ -91,7 +91,6 @@ struct fw_vi *nic_vi_create(struct fw_nic *nic, struct via_vi_page *db,
     struct fw_vi *vi = calloc(1, sizeof *vi);
     if (!vi)
         return NULL;
-    pthread_mutex_init(&vi->lock, NULL);
     atomic_store(&vi->refs, 1);
     fw_vi_init(vi, nic, p->vi_id, db);
     vi->scq = scq;
@@ -100,7 +99,6 @@ struct fw_vi *nic_vi_create(struct fw_nic *nic, struct via_vi_page *db,
     pthread_mutex_lock(&nic->lock);
     if (nic->vis[p->vi_id]) {
         pthread_mutex_unlock(&nic->lock);
-        pthread_mutex_destroy(&vi->lock);
         free(vi);
         return NULL;
     }
@@ -118,32 +116,31 @@ void nic_vi_destroy(struct fw_vi *vi)
     /* Nobody finds it any more; wait for those who already did. */
     while (atomic_load_explicit(&vi->refs, memory_order_acquire) != 1)
         sched_yield();
-    pthread_mutex_lock(&vi->lock);
+    fw_lock(&vi->lock);
     if (vi->chan)
         fw_vi_disconnect(vi);
-    pthread_mutex_unlock(&vi->lock);
-    pthread_mutex_destroy(&vi->lock);
+    fw_unlock(&vi->lock);
     free(vi);
 }
 
 void nic_vi_set_params(struct fw_vi *vi, const struct nic_vi_params *p)
 {
-    pthread_mutex_lock(&vi->lock);
+    fw_lock(&vi->lock);
     vi->ptag = p->ptag;
     vi->reliability = p->reliability;
     vi->max_transfer = p->max_transfer;
     vi->rdma_write = p->rdma_write;
     vi->rdma_read = p->rdma_read;
-    pthread_mutex_unlock(&vi->lock);
+    fw_unlock(&vi->lock);
 }
 
 void nic_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t peer_vi,
                     struct via_event_page *peer_ev)
 {
     struct fw_nic *nic = vi->nic;
-    pthread_mutex_lock(&vi->lock);
+    fw_lock(&vi->lock);
     fw_vi_connect(vi, chan, side, peer_vi, peer_ev);
-    pthread_mutex_unlock(&vi->lock);
+    fw_unlock(&vi->lock);
     /* The NIC needs a CPU of its own from the first connection on. */
     pthread_mutex_lock(&nic->lock);
     fw_thread_start(nic);
@@ -153,23 +150,23 @@ void nic_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t 
 
 void nic_vi_disconnect(struct fw_vi *vi)
 {
-    pthread_mutex_lock(&vi->lock);
+    fw_lock(&vi->lock);
     fw_vi_disconnect(vi);
-    pthread_mutex_unlock(&vi->lock);
+    fw_unlock(&vi->lock);
 }
 
 bool nic_vi_take_error(struct fw_vi *vi, struct nic_error *e)
 {
     if (!__atomic_load_n(&vi->err_pending, __ATOMIC_ACQUIRE))
         return false; /* a hint only: the lock below decides */
-    pthread_mutex_lock(&vi->lock);
+    fw_lock(&vi->lock);
     bool got = vi->err_pending;
     if (got) {
         *e = (struct nic_error){vi->err_code, vi->err_desc, vi->err_told};
         vi->err_pending = false;
         vi->err_told = false;
     }
-    pthread_mutex_unlock(&vi->lock);
+    fw_unlock(&vi->lock);
     return got;
 }
 
@@ -180,7 +177,7 @@ uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
 {
     struct fw_nic *nic = vi->nic;
     enum via_stage st = recv ? VIA_ST_R1_RING : VIA_ST_T1_RING;
-    pthread_mutex_lock(&vi->lock);
+    fw_lock(&vi->lock);
     uint64_t cost = 0;
     if (nic->paced) {
         double c = fw_cost_post(nic->prof, recv ? FW_EXT_STANDARD : mode, bytes);
@@ -205,7 +202,7 @@ uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
         if (nic->paced && (vi->wake_peer || vi->held))
             fw_thread_kick(nic); /* left to the NIC: only a deep sleeper needs telling */
     }
-    pthread_mutex_unlock(&vi->lock);
+    fw_unlock(&vi->lock);
     return cost;
 }
 
@@ -260,13 +257,13 @@ static uint64_t visit(struct fw_nic *nic, unsigned id, bool *did)
     struct fw_vi *vi = vi_get(nic, id);
     if (!vi)
         return 0;
-    pthread_mutex_lock(&vi->lock);
+    fw_lock(&vi->lock);
     uint64_t before = vi_sig(vi);
     fw_vi_run(vi, true);
     if (vi_sig(vi) != before)
         *did = true;
     uint64_t held = vi->held;
-    pthread_mutex_unlock(&vi->lock);
+    fw_unlock(&vi->lock);
     vi_put(vi);
     return held;
 }
@@ -321,10 +318,10 @@ uint64_t nic_vi_progress(struct fw_vi *vi, bool host)
 {
     if (host)
         host_polled(vi->nic);
-    pthread_mutex_lock(&vi->lock);
+    fw_lock(&vi->lock);
     fw_vi_run(vi, true);
     uint64_t held = vi->held;
-    pthread_mutex_unlock(&vi->lock);
+    fw_unlock(&vi->lock);
     return held;
 }
 

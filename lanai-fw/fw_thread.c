@@ -31,7 +31,7 @@
 #include "fw_hal.h"
 
 #define FW_SPIN_NS 20000u     /* poll for work this long before sleeping */
-#define FW_DOZE_NS 500000u    /* look again this often while the host polls */
+#define FW_DOZE_NS 500000u   /* look again this often while the host polls */
 #define FW_DEEP_NS 20000000u  /* no work for this long: sleep with no timer */
 
 const char *const fw_thread_state_name[FW_THREAD_NSTATES] = {

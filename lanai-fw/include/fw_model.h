@@ -46,6 +46,10 @@ struct fw_prediction {
     double gap;       /* per-message interval of a stream (bottleneck) */
     double latency;   /* LogP L (paper's formula) */
     double bw_mbps;   /* streaming bandwidth = bytes / gap */
+    /* The paper's LogP formulas, as sums of its named stages:
+     *   L = Build + Ring + Bell + 2 XDes + 2 XData + Transmit + Flight + Updt
+     *   G = Build + Ring + Bell + XDes + XData + Transmit + Updt   */
+    double L_paper, g_paper;
 };
 void fw_predict(const struct via_profile *p, enum fw_ext_mode m, uint32_t bytes,
                 unsigned nscan, struct fw_prediction *out);

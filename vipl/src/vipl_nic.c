@@ -115,7 +115,7 @@ VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle)
         goto fail;
     }
     n->err_handler = default_error_handler;
-    atomic_store(&n->spin_ns, 100000u);
+    atomic_store(&n->spin_ns, 100000u); /* SPIN_START_NS of vipl_wait.c */
     const char *sp = getenv("VIP_WAIT_SPIN_US");
     if (sp && *sp) {
         unsigned long us = strtoul(sp, NULL, 10);

@@ -33,28 +33,40 @@
  * SPIN_MIN_NS), and each wait that polling satisfied earns some back (up to
  * SPIN_MAX_NS). Only waits that sleep make system calls.
  */
-#define SPIN_MAX_NS 100000u
+#define SPIN_MAX_NS 1000000u
 #define SPIN_MIN_NS 5000u
+#define SPIN_START_NS 100000u
 
 /*
- * A wait that slept although its answer came soon after it fell asleep
- * (within a short time of the sleep starting) slept needlessly: the peer
- * was answering quickly, so the budget grows back by half. Only a wait
- * that slept long (the peer really was slow) halves it. So the budget
- * cannot stay stuck at its minimum while the peer answers quickly.
+ * After a wait that slept and was woken by what it waited for, `slept_ns`
+ * says how long the peer took to answer while we slept. If that was short
+ * (under SPIN_MAX_NS), polling a little longer would have caught it
+ * without two sleeps and two wake-ups: the budget grows to twice it. This
+ * is what keeps two processes from settling into a mode where each sleeps
+ * because the other was asleep (each wake-up costing tens of
+ * microseconds): the budget climbs above the wake-up time and both stay
+ * awake. A wait that slept long (the peer really was slow, or the machine
+ * oversubscribed) halves it, so pollers step aside for the peer they wait
+ * for. A wait satisfied while polling earns a little back.
  */
-static void spin_adapt(struct vip_nic *n, bool slept, bool slept_long)
+static void spin_adapt(struct vip_nic *n, bool slept, uint64_t slept_ns)
 {
     if (n->spin_fixed)
         return;
     uint32_t s = atomic_load_explicit(&n->spin_ns, memory_order_relaxed);
-    uint32_t t = slept_long ? s / 2 : slept ? s + s / 2 : s + s / 8 + 1000;
+    uint64_t t;
+    if (!slept)
+        t = (uint64_t)s + s / 8 + 1000;
+    else if (slept_ns < SPIN_MAX_NS)
+        t = 2 * slept_ns > s ? 2 * slept_ns : s;
+    else
+        t = s / 2;
     if (t < SPIN_MIN_NS)
         t = SPIN_MIN_NS;
     if (t > SPIN_MAX_NS)
         t = SPIN_MAX_NS;
     if (t != s)
-        atomic_store_explicit(&n->spin_ns, t, memory_order_relaxed);
+        atomic_store_explicit(&n->spin_ns, (uint32_t)t, memory_order_relaxed);
 }
 
 void vipl_deliver_error(struct vip_vi *vi)
@@ -115,15 +127,12 @@ static bool pop_done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out)
  * *held: a paced effect that is known but held until its modelled time. */
 static VIP_RETURN done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out, uint64_t *held)
 {
-    /* Already done (the NIC's thread, or another poller, got there)? */
+    /* Lend the NIC our CPU first: it is cheap when the NIC's thread (or
+     * another poller) already did the work. */
+    uint64_t h = nic_vi_progress(vi->hw, true);
+    if (held)
+        *held = h;
     VIP_RETURN rc = pop_done(vi, recv, out) ? VIP_SUCCESS : VIP_NOT_DONE;
-    if (rc != VIP_SUCCESS) {
-        uint64_t h = nic_vi_progress(vi->hw, true);
-        if (held)
-            *held = h;
-        if (pop_done(vi, recv, out))
-            rc = VIP_SUCCESS;
-    }
     vipl_deliver_error(vi);
     return rc;
 }
@@ -164,12 +173,13 @@ VIP_RETURN vipl_wait(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn read
         return vipl_fail(VIP_TIMEOUT, "%s: not done (timeout 0)", what);
     uint64_t deadline = deadline_of(timeout_ms);
     uint64_t spin_until = start + atomic_load_explicit(&n->spin_ns, memory_order_relaxed);
-    bool slept = false, slept_long = false;
+    bool slept = false;
+    uint64_t slept_ns = 0;
     unsigned sleeps = 0;
     for (unsigned i = 0;; i++) {
         held = 0;
         if (ready(arg, &held)) {
-            spin_adapt(n, slept, slept_long);
+            spin_adapt(n, slept, slept_ns);
             return VIP_SUCCESS;
         }
         if ((i & 63) != 63)
@@ -194,7 +204,7 @@ VIP_RETURN vipl_wait(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn read
         held = 0;
         if (ready(arg, &held)) { /* (b) */
             atomic_fetch_sub(&ev->sleepers, 1);
-            spin_adapt(n, slept, slept_long);
+            spin_adapt(n, slept, slept_ns);
             return VIP_SUCCESS;
         }
         if (held) {
@@ -213,7 +223,7 @@ VIP_RETURN vipl_wait(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn read
         atomic_fetch_sub(&ev->sleepers, 1);
         sleeps++;
         slept = true;
-        slept_long = nic_now_ns() - t_sleep > 4 * SPIN_MAX_NS;
+        slept_ns = nic_now_ns() - t_sleep;
         spin_until = nic_now_ns() + SPIN_MIN_NS;
     }
 }
