@@ -216,7 +216,8 @@ static_assert(sizeof(struct via_status_page) == VIA_PAGE_SIZE + 32 * VIA_TRACE_S
  */
 struct via_cq_entry {
     uint32_t vi_id;
-    uint32_t is_recv;
+    uint16_t is_recv;
+    uint16_t vi_gen; /* which incarnation of that VI id (ids are reused) */
 };
 static_assert(sizeof(struct via_cq_entry) == 8, "cq entry");
 

@@ -101,7 +101,7 @@ static void cq_post(struct fw_vi *vi, struct fw_cq *cq, bool recv)
         /* VIA 1.0: a CQ overrun is catastrophic; never overwrite an entry. */
         atomic_store(&r->overflow, 1);
     } else {
-        r->e[tail % r->nslots] = (struct via_cq_entry){vi->vi_id, recv};
+        r->e[tail % r->nslots] = (struct via_cq_entry){vi->vi_id, recv, vi->gen};
         atomic_store_explicit(&r->tail, tail + 1, memory_order_release);
     }
     pthread_mutex_unlock(&cq->lock);

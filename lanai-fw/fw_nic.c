@@ -102,6 +102,7 @@ struct fw_vi *nic_vi_create(struct fw_nic *nic, struct via_vi_page *db,
         free(vi);
         return NULL;
     }
+    vi->gen = ++nic->vi_gen;
     nic->vis[p->vi_id] = vi;
     pthread_mutex_unlock(&nic->lock);
     return vi;
@@ -346,7 +347,12 @@ void nic_cq_destroy(struct fw_cq *cq)
     free(cq);
 }
 
-bool nic_cq_pop(struct fw_cq *cq, uint32_t *vi_id, bool *recv)
+uint16_t nic_vi_gen(const struct fw_vi *vi)
+{
+    return vi->gen;
+}
+
+bool nic_cq_pop(struct fw_cq *cq, uint32_t *vi_id, uint16_t *gen, bool *recv)
 {
     struct via_cq_ring *r = cq->ring;
     bool got = false;
@@ -360,6 +366,7 @@ bool nic_cq_pop(struct fw_cq *cq, uint32_t *vi_id, bool *recv)
         struct via_cq_entry e = r->e[head % r->nslots];
         atomic_store_explicit(&r->head, head + 1, memory_order_release);
         *vi_id = e.vi_id;
+        *gen = e.vi_gen;
         *recv = e.is_recv != 0;
         got = true;
     }

@@ -114,6 +114,7 @@ struct fw_vi {
     _Atomic uint32_t refs;      /* the table's, plus one per visitor */
     struct fw_nic *nic;
     uint32_t vi_id;
+    uint16_t gen;           /* incarnation of this id on the NIC (CQ entries carry it) */
     uint32_t ptag;
     uint32_t reliability;   /* VIP_SERVICE_* */
     uint32_t max_transfer;
@@ -182,6 +183,7 @@ struct fw_nic {
      * arrival bit a peer set (a held effect, a stalled send, a wake owed). */
     pthread_mutex_t lock;
     struct fw_vi *vis[VIA_MAX_VI];
+    uint16_t vi_gen;                 /* incarnations handed out so far */
     _Atomic uint64_t work[VIA_MAX_VI / 64];
     _Atomic uint64_t held[VIA_MAX_VI / 64];
     _Atomic uint64_t held_min;       /* earliest held effect of those, or UINT64_MAX */

@@ -104,8 +104,11 @@ uint32_t nic_tpt_check(const struct fw_vi *vi, uint32_t handle, uint64_t va, uin
 /* ---- completion queues ----------------------------------------------------------- */
 struct fw_cq *nic_cq_create(struct fw_nic *nic, struct via_cq_ring *ring);
 void nic_cq_destroy(struct fw_cq *cq);
-/* Take the oldest entry: true with its VI id and queue. */
-bool nic_cq_pop(struct fw_cq *cq, uint32_t *vi_id, bool *recv);
+/* Take the oldest entry: true with its VI id, the VI's incarnation and
+ * the queue. An entry whose incarnation is not the VI's now is stale (the
+ * VI it names was destroyed and its id reused). */
+bool nic_cq_pop(struct fw_cq *cq, uint32_t *vi_id, uint16_t *gen, bool *recv);
+uint16_t nic_vi_gen(const struct fw_vi *vi);
 bool nic_cq_overflowed(const struct fw_cq *cq);
 uint32_t nic_cq_slots(const struct fw_cq *cq);
 

@@ -165,11 +165,15 @@ VIP_RETURN VipDisconnect(VIP_VI_HANDLE ViHandle)
     struct vip_vi *vi = vipl_vi(ViHandle);
     if (!vi)
         return vipl_fail(VIP_INVALID_PARAMETER, "not a VI handle");
+    /* Our NIC lets go first (queued descriptors complete with DESC_FLUSHED),
+     * so it never mistakes the close it is about to see for the peer's. */
+    if (vi->chan)
+        nic_vi_disconnect(vi->hw);
     struct via_ctl_vi q = {.vi_id = vi->id};
     VIP_RETURN rc = vipl_call(vi->nic, VIA_CTL_DISCONNECT, &q, sizeof q, NULL, 0, NULL, NULL);
     if (rc != VIP_SUCCESS)
         return rc;
-    /* Queued descriptors complete with DESC_FLUSHED; the VI is Idle again. */
+    /* The VI is Idle again. */
     vipl_vi_detach_channel(vi);
     return VIP_SUCCESS;
 }

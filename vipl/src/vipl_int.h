@@ -92,6 +92,7 @@ struct vip_queue {
 struct vip_vi {
     uint32_t magic;
     uint32_t id;                 /* VI id on the NIC */
+    uint16_t gen;                /* the NIC's incarnation of that id */
     struct vip_nic *nic;
     pthread_mutex_t lock;        /* the host's queues below (the NIC locks its own) */
     struct fw_vi *hw;            /* the NIC's VI (nic.h) */
@@ -172,8 +173,8 @@ void vipl_ext_vi_fini(struct vip_vi *vi);
 /* Deliver an asynchronous error the NIC left on the VI (call unlocked):
  * tell the kernel agent if the VI broke its connection, then the program. */
 void vipl_deliver_error(struct vip_vi *vi);
-/* Map a VI id of this NIC to its handle (NULL if gone). */
-struct vip_vi *vipl_vi_by_id(struct vip_nic *n, uint32_t id);
+/* Map a VI id and incarnation of this NIC to its handle (NULL if gone). */
+struct vip_vi *vipl_vi_by_id(struct vip_nic *n, uint32_t id, uint16_t gen);
 /* Poll ready() (which lends the NIC our CPU), then sleep on the session's
  * event page until it changes, until the deadline. ready() sets *held to a
  * paced effect's release time when what it waits for is held. A timeout

@@ -91,6 +91,7 @@ VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES *ViAttribs,
         vipl_call(n, VIA_CTL_DESTROY_VI, &d, sizeof d, NULL, 0, NULL, NULL);
         return vipl_fail(VIP_ERROR_RESOURCE, "the NIC has no room for VI %u", r.vi_id);
     }
+    vi->gen = nic_vi_gen(vi->hw);
     pthread_mutex_init(&vi->lock, NULL);
     vipl_notifiers_init(&vi->notify);
     if (scq)

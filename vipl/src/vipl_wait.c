@@ -95,12 +95,14 @@ void vipl_deliver_error(struct vip_vi *vi)
         fn(ctx, &e);
 }
 
-struct vip_vi *vipl_vi_by_id(struct vip_nic *n, uint32_t id)
+struct vip_vi *vipl_vi_by_id(struct vip_nic *n, uint32_t id, uint16_t gen)
 {
     if (id >= VIA_MAX_VI)
         return NULL;
     pthread_mutex_lock(&n->lock);
     struct vip_vi *vi = n->vis[id];
+    if (vi && vi->gen != gen)
+        vi = NULL;
     pthread_mutex_unlock(&n->lock);
     return vi;
 }
@@ -270,9 +272,10 @@ struct cq_wait {
 static bool cq_pop(struct vip_cq *cq, VIP_VI_HANDLE *vi, VIP_BOOLEAN *recv)
 {
     uint32_t id;
+    uint16_t gen;
     bool r;
-    while (nic_cq_pop(cq->hw, &id, &r)) {
-        struct vip_vi *v = vipl_vi_by_id(cq->nic, id);
+    while (nic_cq_pop(cq->hw, &id, &gen, &r)) {
+        struct vip_vi *v = vipl_vi_by_id(cq->nic, id, gen);
         if (v) { /* an entry of a VI destroyed since is skipped */
             *vi = v;
             *recv = r ? VIP_TRUE : VIP_FALSE;
