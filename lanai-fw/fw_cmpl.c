@@ -204,8 +204,17 @@ void fw_vi_error(struct fw_vi *vi, uint32_t code, uint64_t desc_va)
 {
     /* Unreliable service: a bad descriptor or a dropped message affects that
      * message only; the VI stays connected (VIA 1.0, reliability levels). */
-    if (vi->reliability == VIP_SERVICE_UNRELIABLE && is_descriptor_error(code))
+    if (vi->reliability == VIP_SERVICE_UNRELIABLE && is_descriptor_error(code)) {
+        if (code == VIP_ERROR_POST_DESC && !desc_va && !vi->err_pending) {
+            /* A descriptor outside the VI's memory: no status could be
+             * written, so the program hears of it here, VI unharmed. */
+            vi->err_pending = true;
+            vi->err_code = code;
+            vi->err_desc = 0;
+            fw_wake_local(vi->nic->ev);
+        }
         return;
+    }
     if (vi->in_error)
         return;
     vi->in_error = true;

@@ -65,7 +65,7 @@ static void rx_answer(struct fw_vi *vi)
             .src_nic = vi->nic->nic_index, .dst_nic = vi->chan->nic[1 - vi->side],
             .dst_vi = vi->peer_vi, .conn_id = vi->chan->conn_id,
             .ack_seq = nak ? vi->nak_owed : vi->ack_owed,
-            .imm = nak ? VIA_NAK_NO_RECV : 0};
+            .imm = nak ? vi->nak_reason : 0};
         l->ops->publish(l, h);
         if (nak)
             vi->nak_owed = 0;
@@ -76,10 +76,11 @@ static void rx_answer(struct fw_vi *vi)
 }
 
 /* Refuse a message of a reliable VI: the peer hears it as a NAK. */
-static void rx_refuse(struct fw_vi *vi, uint32_t seq)
+static void rx_refuse(struct fw_vi *vi, uint32_t seq, uint32_t reason)
 {
     if (vi->reliability != VIP_SERVICE_UNRELIABLE) {
         vi->nak_owed = seq;
+        vi->nak_reason = reason;
         rx_answer(vi);
     }
 }
@@ -97,7 +98,7 @@ static enum fw_rx_state rx_first(struct fw_vi *vi, const struct via_wire_hdr *h)
         /* No receive posted: VIA drops the message; reliable levels also
          * break the connection (VIP_ERROR_RECVQ_EMPTY). */
         fw_count(&vi->db->cnt.rx_dropped, 1);
-        rx_refuse(vi, h->msg_seq);
+        rx_refuse(vi, h->msg_seq, VIA_NAK_NO_RECV);
         fw_vi_error(vi, VIP_ERROR_RECVQ_EMPTY, 0);
         return FW_RX_DISCARD;
     }
@@ -111,7 +112,7 @@ static enum fw_rx_state rx_first(struct fw_vi *vi, const struct via_wire_hdr *h)
         fw_updt(vi, &vi->rxd, true, err, 0);
         vi->rq.head++;
         fw_count(&vi->db->cnt.rx_dropped, 1);
-        rx_refuse(vi, h->msg_seq);
+        rx_refuse(vi, h->msg_seq, VIA_NAK_RECV_ERROR);
         fw_vi_error(vi, VIP_ERROR_POST_DESC, vi->rxd.va);
         return FW_RX_DISCARD;
     }
@@ -217,8 +218,19 @@ static void op_rdma_write(struct fw_vi *vi, const struct via_wire_hdr *h,
                           const uint8_t *payload)
 {
     bool first = h->flags & VIA_PKT_FIRST, last = h->flags & VIA_PKT_LAST;
+    if (!first && (h->rkey != vi->rdma_rkey || h->raddr != vi->rdma_raddr ||
+                   h->msg_len != vi->rdma_len || h->frag_off != vi->rx_got)) {
+        /* Later fragments must be of the message whose whole range was
+         * checked: the same target, in order. */
+        rx_transport_error(vi);
+        return;
+    }
+    vi->rx_got = first ? h->frag_len : vi->rx_got + h->frag_len;
     if (first) {
         vi->rx_seq = h->msg_seq;
+        vi->rdma_rkey = h->rkey;
+        vi->rdma_raddr = h->raddr;
+        vi->rdma_len = h->msg_len;
         vi->rx = FW_RX_XDATA;
         uint32_t prot = vi->rdma_write ? fw_tpt_check_rdma(vi, h->rkey, h->raddr, h->msg_len,
                                                              VIA_TPT_RDMA_WRITE)
@@ -228,6 +240,7 @@ static void op_rdma_write(struct fw_vi *vi, const struct via_wire_hdr *h,
             if (prot) {
                 fw_count(&vi->db->cnt.rx_dropped, 1);
                 vi->nak_owed = h->msg_seq;
+                vi->nak_reason = VIA_NAK_PROTECTION;
                 rx_answer(vi);
                 uint32_t rel = vi->reliability; /* never benign (VIA 1.0) */
                 vi->reliability = VIP_SERVICE_RELIABLE_DELIVERY;
@@ -249,7 +262,7 @@ static void op_rdma_write(struct fw_vi *vi, const struct via_wire_hdr *h,
             fw_bell_take(&vi->db->rq, &vi->rq, NULL);
         if (vi->rq.head == vi->rq.tail) {
             fw_count(&vi->db->cnt.rx_dropped, 1);
-            rx_refuse(vi, h->msg_seq);
+            rx_refuse(vi, h->msg_seq, VIA_NAK_NO_RECV);
             fw_vi_error(vi, VIP_ERROR_RECVQ_EMPTY, 0);
             return;
         }

@@ -60,13 +60,14 @@ static void xdes_standard(struct fw_vi *vi, const struct via_db_token *tok, stru
 static void xdes_descless(struct fw_vi *vi, const struct via_db_token *tok, struct fw_xdes *d)
 {
     uint32_t len = VIA_DB_LEN(tok->word2), slot = VIA_DB_SLOT(tok->word2);
-    *d = (struct fw_xdes){.va = tok->desc_va, .mem_handle = tok->mem_handle};
+    /* Even an error is written only where the TPT allows. */
+    *d = (struct fw_xdes){.va = status_plain(vi, tok), .mem_handle = tok->mem_handle};
     if (slot >= VIA_DESCLESS_NSLOTS || len > VIA_DESCLESS_MAX || len > vi->max_transfer) {
         d->status = VIP_STATUS_FORMAT_ERROR;
         return;
     }
     /* The status goes to the program's descriptor: check it like any other. */
-    if (!(d->va = status_plain(vi, tok))) {
+    if (!d->va) {
         d->status = VIP_STATUS_PROTECTION_ERROR;
         return;
     }
@@ -88,7 +89,9 @@ static void xdes_merged(struct fw_vi *vi, const struct via_db_token *tok, struct
 {
     uint32_t len = VIA_DB_LEN(tok->word2);
     VIP_DESCRIPTOR md;
-    *d = (struct fw_xdes){.va = tok->desc_va, .mem_handle = tok->mem_handle};
+    /* Until Next has passed the TPT, errors go to the merged descriptor,
+     * and only if it is in registered memory itself. */
+    *d = (struct fw_xdes){.va = status_plain(vi, tok), .mem_handle = tok->mem_handle};
     if (len < sizeof md || tok->desc_va % VIP_DESCRIPTOR_ALIGNMENT) {
         d->status = VIP_STATUS_FORMAT_ERROR;
         return;

@@ -4,6 +4,7 @@
  * threshold; above it (and for what does not qualify) they fall back.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lib/tlib.h"
@@ -224,6 +225,100 @@ out:
         tl_close(&t);
 }
 
+/* Descriptorless sends posted back to back on a reliable-reception VI: a
+ * slot stays busy until the message sent from it is acknowledged, and the
+ * receiver's NIC does not run (VIP_PROGRESS=manual, and the server waits)
+ * until every send is posted. The first VIA_DESCLESS_NSLOTS sends take the
+ * slots, the rest fall back to standard tokens; none may refill a slot the
+ * NIC has not sent from (that would send another message's bytes). */
+#define PIPE_N 8u
+#define PIPE_LEN 200u
+
+static int pipelined_server(void *arg)
+{
+    const char *disc = arg;
+    struct tl_nic t;
+    struct tl_buf desc, data;
+    VIP_VI_HANDLE vi;
+    setenv("VIP_PROGRESS", "manual", 1); /* the NIC runs only inside our calls */
+    TC_RC(tl_open(&t, "via0"), VIP_SUCCESS);
+    TC_RC(tl_buf_alloc(&t, &desc, 64 * PIPE_N), VIP_SUCCESS);
+    TC_RC(tl_buf_alloc(&t, &data, 4096 * PIPE_N), VIP_SUCCESS);
+    TC_RC(tl_vi(&t, VIP_SERVICE_RELIABLE_RECEPTION, NULL, NULL, &vi), VIP_SUCCESS);
+    for (unsigned k = 0; k < PIPE_N; k++) {
+        VIP_DESCRIPTOR *d = (VIP_DESCRIPTOR *)(void *)(desc.p + 64 * k);
+        tl_desc_1(d, data.p + 4096 * k, 4096, data.mh);
+        TC_RC(VipPostRecv(vi, d, desc.mh), VIP_SUCCESS);
+    }
+    TC_RC(tl_accept(&t, vi, disc, 20000), VIP_SUCCESS);
+    TC_CHECK(tl_child_take(20000) == 'g'); /* every send is posted */
+    for (unsigned k = 0; k < PIPE_N; k++) {
+        VIP_DESCRIPTOR *d;
+        TC_RC(VipRecvWait(vi, 20000, &d), VIP_SUCCESS);
+        TC_CHECK(d == (VIP_DESCRIPTOR *)(void *)(desc.p + 64 * k));
+        TC_CHECK((d->CS.Status & VIP_STATUS_ERROR_MASK) == 0);
+        TC_CHECK(d->CS.Length == PIPE_LEN);
+        long bad = tl_verify(data.p + 4096 * k, PIPE_LEN, 500 + k);
+        if (bad >= 0)
+            tl_child_fail(__FILE__, __LINE__, "message %u arrived with wrong bytes from %ld", k,
+                          bad);
+    }
+    TC_CHECK(tl_child_take(20000) == 'q');
+    VipDisconnect(vi);
+    VipDestroyVi(vi);
+    tl_buf_free(&desc);
+    tl_buf_free(&data);
+    tl_close(&t);
+    return 0;
+}
+
+static void test_descless_pipelined(void)
+{
+    char disc[17];
+    tl_discrim(disc, "dlp");
+    struct tl_child ch = {0};
+    struct tl_nic t = {0};
+    struct tl_buf desc = {0}, data = {0};
+    VIP_VI_HANDLE vi = NULL;
+    TCHK(tl_spawn(&ch, pipelined_server, disc) == 0);
+    TRC(tl_open(&t, "via0"), VIP_SUCCESS);
+    TRC(tl_buf_alloc(&t, &desc, 64 * PIPE_N), VIP_SUCCESS);
+    TRC(tl_buf_alloc(&t, &data, 4096 * PIPE_N), VIP_SUCCESS);
+    TRC(tl_vi(&t, VIP_SERVICE_RELIABLE_RECEPTION, NULL, NULL, &vi), VIP_SUCCESS);
+    TRC(VipExtSetMode(vi, VIP_EXT_DESCRIPTORLESS, PIPE_LEN), VIP_SUCCESS);
+    TRC(tl_request(&t, vi, "localhost", disc, 20000), VIP_SUCCESS);
+    for (unsigned k = 0; k < PIPE_N; k++) {
+        VIP_DESCRIPTOR *sd = (VIP_DESCRIPTOR *)(void *)(desc.p + 64 * k);
+        tl_fill(data.p + 4096 * k, PIPE_LEN, 500 + k);
+        tl_desc_1(sd, data.p + 4096 * k, PIPE_LEN, data.mh);
+        TRC(VipPostSend(vi, sd, desc.mh), VIP_SUCCESS);
+    }
+    struct vip_vi *v = vi;
+    /* nothing acknowledged yet: only the free slots were used */
+    TCHK(atomic_load(&v->db->cnt.tx_descless) <= VIA_DESCLESS_NSLOTS);
+    TCHK(tl_parent_post(&ch, 'g') == 0);
+    for (unsigned k = 0; k < PIPE_N; k++) {
+        VIP_DESCRIPTOR *d;
+        TRC(VipSendWait(vi, 20000, &d), VIP_SUCCESS);
+        TCHK(d == (VIP_DESCRIPTOR *)(void *)(desc.p + 64 * k));
+        TCHK((d->CS.Status & VIP_STATUS_ERROR_MASK) == 0);
+    }
+    TCHK(atomic_load(&v->db->cnt.tx_descless) == VIA_DESCLESS_NSLOTS);
+out:
+    if (ch.pid)
+        tl_parent_post(&ch, 'q');
+    if (vi) {
+        VipDisconnect(vi);
+        VipDestroyVi(vi);
+    }
+    if (ch.pid)
+        TCHILD_OK(&ch, 20000);
+    tl_buf_free(&desc);
+    tl_buf_free(&data);
+    if (t.nic)
+        tl_close(&t);
+}
+
 static const struct tl_test tests[] = {
     TL_TEST(test_descless_same_as_standard),
     TL_TEST(test_descless_threshold),
@@ -231,6 +326,7 @@ static const struct tl_test tests[] = {
     TL_TEST(test_merged_threshold),
     TL_TEST(test_set_mode_arguments),
     TL_TEST(test_bad_handle_falls_back),
+    TL_TEST(test_descless_pipelined),
     TL_END,
 };
 

@@ -155,6 +155,10 @@ struct fw_vi {
     uint32_t rx_got;        /* bytes placed so far */
     uint32_t ack_owed;      /* reliable reception: last message placed, not yet acked */
     uint32_t nak_owed;      /* a refused message the peer is yet to hear of */
+    uint32_t nak_reason;    /* enum via_nak_reason of it */
+    uint32_t rdma_rkey;     /* RDMA write being placed: its checked target */
+    uint64_t rdma_raddr;
+    uint32_t rdma_len;
     uint64_t rx_pkts;           /* packets taken off the link */
     uint64_t rx_sched_for;      /* paced: rx_pkts + 1 of the packet scheduled */
     uint64_t rx_release;        /* paced: model time its last stage ends */
