@@ -158,7 +158,7 @@ void nic_vi_disconnect(struct fw_vi *vi)
 
 bool nic_vi_take_error(struct fw_vi *vi, struct nic_error *e)
 {
-    if (!__atomic_load_n(&vi->err_pending, __ATOMIC_ACQUIRE))
+    if (!atomic_load_explicit(&vi->err_pending, memory_order_acquire))
         return false; /* a hint only: the lock below decides */
     fw_lock(&vi->lock);
     bool got = vi->err_pending;

@@ -385,7 +385,8 @@ void fw_vi_init(struct fw_vi *vi, struct fw_nic *nic, uint32_t vi_id, struct via
     vi->sq.head = vi->sq.tail = 0;
     vi->rq.head = vi->rq.tail = 0;
     vi->tx_seq = vi->rx_seq = vi->acked = 0;
-    vi->err_pending = vi->err_reported = vi->err_told = vi->in_error = false;
+    vi->err_reported = vi->err_told = vi->in_error = false;
+    atomic_store(&vi->err_pending, false);
     /* The doorbell rings may hold tokens from nobody: start where they are. */
     atomic_store(&db->sq.cons, atomic_load(&db->sq.prod));
     atomic_store(&db->rq.cons, atomic_load(&db->rq.prod));
@@ -405,7 +406,8 @@ void fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t p
     vi->rx_sched_for = 0;
     vi->tx = FW_TX_IDLE;
     vi->rx = FW_RX_IDLE;
-    vi->err_pending = vi->err_reported = vi->err_told = vi->in_error = false;
+    vi->err_reported = vi->err_told = vi->in_error = false;
+    atomic_store(&vi->err_pending, false);
     atomic_store(&vi->db->state, VIA_VI_CONNECTED);
 }
 

@@ -167,7 +167,7 @@ struct fw_vi {
      * is a mirror for vipctl, which vipd also writes; never trust it here. */
     bool in_error;
     /* asynchronous error waiting to be taken by the host library */
-    bool err_pending;
+    _Atomic bool err_pending; /* read without the lock as a hint (nic_vi_take_error) */
     bool err_told;          /* the agent must hear of it (first error that broke the link) */
     bool err_reported;
     uint32_t err_code;      /* VIP_ERROR_CODE */
