@@ -28,13 +28,15 @@ VIPD_SRCS  := $(wildcard kdriver/kd_*.c) kdriver/ctl_sock.c lanai-fw/fw_profile.
 VIPCTL_SRCS:= kdriver/vipctl.c kdriver/ctl_sock.c
 BENCH_SRCS := $(wildcard bench/*.c)
 TEST_SRCS  := $(wildcard tests/test_*.c)
-TEST_LIB   := $(wildcard tests/lib/*.c)
+# The firmware tests' fixture calls internals: only INTERNAL_TESTS link it.
+TFW_LIB    := tests/lib/tfw.c
+TEST_LIB   := $(filter-out $(TFW_LIB),$(wildcard tests/lib/*.c))
 # The symbols libvipl.so exports: the API of vipl.h and vipl_ext.h, nothing else.
 LIB_MAP    := vipl/libvipl.map
 
 # Tests and benchmarks that call library internals (fw_*, vipl_*, ...), which
 # libvipl.so does not export: they link libvipl.a instead.
-INTERNAL_TESTS  := test_fw test_model
+INTERNAL_TESTS  := test_fw_link test_fw_pipeline test_fw_errors test_model
 INTERNAL_BENCHES:= vip_model
 # The multi-threaded tests, which check-tsan runs (those that exist).
 TSAN_TESTS := test_threads test_progress test_multi
@@ -104,9 +106,9 @@ $(filter-out $(TESTS_A),$(TESTS)): $(B)/tests/%: $(B)/obj/tests/%.o $(call obj,$
 	$(CC) $(LDFLAGS) -o $@ $< $(call obj,$(TEST_LIB)) -L$(B)/lib -lvipl \
 		-Wl,-rpath,'$$ORIGIN/../lib' -lcunit -lpthread -ldl -lm
 
-$(TESTS_A): $(B)/tests/%: $(B)/obj/tests/%.o $(call obj,$(TEST_LIB)) $(LIBA)
+$(TESTS_A): $(B)/tests/%: $(B)/obj/tests/%.o $(call obj,$(TEST_LIB) $(TFW_LIB)) $(LIBA)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(call obj,$(TEST_LIB)) $(LIBA) -lcunit -lpthread -lm
+	$(CC) $(LDFLAGS) -o $@ $< $(call obj,$(TEST_LIB) $(TFW_LIB)) $(LIBA) -lcunit -lpthread -lm
 
 $(B)/lib/pkgconfig/vipl.pc: vipl/vipl.pc.in
 	@mkdir -p $(dir $@)
@@ -140,12 +142,13 @@ check-asan: deps-test
 	@B=build-asan ASAN_OPTIONS=detect_leaks=1 tests/run_tests.sh
 
 # Only the multi-threaded tests (TSAN_TESTS that exist); vipd is built with
-# TSan too.
+# TSan too. The tests fork peers from a process whose NIC thread runs, and
+# the peers start NIC threads of their own: die_after_fork=0 lets them.
 TSAN_RUN := $(filter $(TSAN_TESTS),$(patsubst tests/%.c,%,$(TEST_SRCS)))
 check-tsan: deps-test
 	$(MAKE) --no-print-directory B=build-tsan OPT=-O1 \
 		SAN="-fsanitize=thread -fno-omit-frame-pointer" progs testprogs
-	@$(if $(TSAN_RUN),B=build-tsan TSAN_OPTIONS=second_deadlock_stack=1 \
+	@$(if $(TSAN_RUN),B=build-tsan TSAN_OPTIONS="second_deadlock_stack=1 die_after_fork=0" \
 		tests/run_tests.sh $(TSAN_RUN),echo "make: none of $(TSAN_TESTS) exists")
 
 valgrind: deps-test

@@ -74,6 +74,11 @@ csv_col() {
     awk -F, -v c="$1" '/^#/ || /^bytes,/ { next } NF > 1 { print $c; exit }'
 }
 
+# the line of test $1 in a CSV written by vip_wake_lat/os_wake_lat --csv: column $2
+csv_test_col() {
+    awk -F, -v t="$1" -v c="$2" '/^#/ { next } $1 == t { print $c; exit }'
+}
+
 say() { printf '%s\n' "$*" >&2; }
 
 # A distinct control port per fi_pingpong run, away from other users'.

@@ -204,6 +204,7 @@ struct bu_ep {
     VIP_PROTECTION_HANDLE ptag;
     VIP_RELIABILITY_LEVEL rel;
     VIP_VI_HANDLE vi;       /* the measured VI */
+    VIP_CQ_HANDLE cq;       /* a CQ its queues complete to, or NULL */
     VIP_VI_HANDLE *idle;    /* --vis: VIs that exist and do nothing */
     size_t nidle;
     struct bu_region reg[8];
@@ -255,15 +256,30 @@ static inline void *bu_alloc(struct bu_ep *ep, size_t len, VIP_MEM_HANDLE *mh)
     return p;
 }
 
-static inline VIP_VI_HANDLE bu_create_vi(struct bu_ep *ep)
+/* A VI whose send and receive queues both complete to `cq` (NULL: to no CQ). */
+static inline VIP_VI_HANDLE bu_create_vi_cq(struct bu_ep *ep, VIP_CQ_HANDLE cq)
 {
     VIP_VI_ATTRIBUTES va = {.ReliabilityLevel = ep->rel,
                             .MaxTransferSize = ep->attrs.MaxTransferSize,
                             .QoS = NULL, .Ptag = ep->ptag,
                             .EnableRdmaWrite = VIP_FALSE, .EnableRdmaRead = VIP_FALSE};
     VIP_VI_HANDLE vi;
-    BU_CHECK(VipCreateVi(ep->nic, &va, NULL, NULL, &vi));
+    BU_CHECK(VipCreateVi(ep->nic, &va, cq, cq, &vi));
     return vi;
+}
+
+static inline VIP_VI_HANDLE bu_create_vi(struct bu_ep *ep)
+{
+    return bu_create_vi_cq(ep, NULL);
+}
+
+/* ep->cq, with room for `entries` completions; bu_close destroys it. */
+static inline void bu_create_cq(struct bu_ep *ep, size_t entries)
+{
+    if (entries > ep->attrs.MaxCQEntries)
+        bu_die("NIC %s allows CQs of %lu entries; %zu needed", ep->dev,
+               (unsigned long)ep->attrs.MaxCQEntries, entries);
+    BU_CHECK(VipCreateCQ(ep->nic, entries, &ep->cq));
 }
 
 /* --vis N: N more VIs on the NIC, created and never used. */
@@ -345,6 +361,8 @@ static inline void bu_close(struct bu_ep *ep)
     for (size_t i = 0; i < ep->nidle; i++)
         BU_CHECK(VipDestroyVi(ep->idle[i]));
     free(ep->idle);
+    if (ep->cq)
+        BU_CHECK(VipDestroyCQ(ep->cq));
     for (size_t i = 0; i < ep->nreg; i++) {
         BU_CHECK(VipDeregisterMem(ep->nic, ep->reg[i].buf, ep->reg[i].mh));
         free(ep->reg[i].buf);
@@ -352,6 +370,43 @@ static inline void bu_close(struct bu_ep *ep)
     BU_CHECK(VipDestroyPtag(ep->nic, ep->ptag));
     BU_CHECK(VipCloseNic(ep->nic));
     memset(ep, 0, sizeof *ep);
+}
+
+/* ---- completions: polling or events (-e) --------------------------------------------- */
+
+/*
+ * The next completed descriptor of a VI's receive (recv) or send queue.
+ * Polling, the default (perftest's busy polling): call VipRecvDone or
+ * VipSendDone until it is there, never sleeping. Events (-e, as perftest's
+ * -e): block in VipRecvWait or VipSendWait, which poll briefly (the
+ * library's adaptive budget, at most 100 us) and then sleep on a futex
+ * until the NIC wakes them. Either gives up after timeout_ms with
+ * VIP_TIMEOUT; any other failure is returned as is.
+ */
+static inline VIP_RETURN bu_next_desc(VIP_VI_HANDLE vi, bool recv, bool events,
+                                      VIP_ULONG timeout_ms, VIP_DESCRIPTOR **d)
+{
+    if (events)
+        return recv ? VipRecvWait(vi, timeout_ms, d) : VipSendWait(vi, timeout_ms, d);
+    uint64_t deadline = 0; /* read the clock only once a completion is slow */
+    for (unsigned i = 1;; i++) {
+        VIP_RETURN rc = recv ? VipRecvDone(vi, d) : VipSendDone(vi, d);
+        if (rc != VIP_NOT_DONE)
+            return rc;
+        if (i % 1024 == 0) {
+            uint64_t now = bu_now_ns();
+            if (!deadline)
+                deadline = now + (uint64_t)timeout_ms * 1000000u;
+            else if (now >= deadline)
+                return VIP_TIMEOUT;
+        }
+    }
+}
+
+/* The call bu_next_desc makes, for messages. */
+static inline const char *bu_next_desc_call(bool recv, bool events)
+{
+    return events ? (recv ? "VipRecvWait" : "VipSendWait") : (recv ? "VipRecvDone" : "VipSendDone");
 }
 
 /* ---- descriptors --------------------------------------------------------------------- */

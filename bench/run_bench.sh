@@ -12,6 +12,7 @@
 #   2. bandwidth sweep  vip_send_bw -a --csv         -> results/native_bandwidth.csv
 #   3. reference sweep  fi_pingpong -p shm -e rdm    -> results/fi_shm_pingpong.csv
 #   4. comparison       compare_native.sh            -> results/native_compare.txt
+#                       (vs fi_pingpong; wake-up and delivery vs a pipe and UDP)
 #   5. plots (if gnuplot is installed)               -> results/native_latency.png,
 #                                                       results/native_bandwidth.png
 # and prints the comparison table at the end. Every data file starts with
@@ -111,7 +112,7 @@ else
     say "      fi_pingpong not found (Debian: libfabric-bin): no reference sweep"
 fi
 
-step 4 "comparison with libfabric shm: compare_native.sh"
+step 4 "comparison with libfabric shm, a pipe and UDP: compare_native.sh"
 rm -f "$RES/native_compare.txt"
 if [ -n "$FI_CSV" ]; then
     CARGS=()

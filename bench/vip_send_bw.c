@@ -7,6 +7,15 @@
  * the sender keeps up to TX_DEPTH sends in flight, each from its own
  * buffer, and reaps completions with VipSendDone.
  *
+ * Completions are polled by default (VipSendDone/VipRecvDone, never
+ * sleeping), as perftest polls. With -e (events, as perftest's -e) nobody
+ * polls: the sender's send and receive queues complete to one CQ and it
+ * blocks in VipCQWait whenever it can post nothing more, then takes that
+ * completion and whatever else the CQ holds (VipCQDone), the way perftest
+ * takes a CQ event and then polls the CQ empty; the receiver blocks in
+ * VipRecvWait and VipSendWait. The library's waits poll briefly (at most
+ * 100 us, adapting) and then sleep on a futex until the NIC wakes them.
+ *
  * Flow control. A send completes when its message is on the wire, not when
  * the receiver has taken it, and a message that finds no receive posted
  * breaks a reliable connection (VIA_ERROR_RECVQ_EMPTY). So the sender holds
@@ -41,6 +50,7 @@ struct opts {
     uint32_t tx_depth, rx_depth;
     const char *server_dev, *client_dev;
     bool csv;
+    bool events; /* -e: block in VipCQWait / VipRecvWait instead of polling */
     VIP_RELIABILITY_LEVEL rel;
     uint64_t disc;
     uint32_t sizes[32];
@@ -84,6 +94,7 @@ struct end {
     VIP_MEM_HANDLE dmh, bmh, cmh;
     uint32_t depth, max;
     uint64_t ctl_posted, ctl_done; /* control descriptors posted / completed */
+    bool events;                   /* -e */
 };
 
 static void end_setup(struct end *e, const struct opts *o, bool server)
@@ -91,6 +102,7 @@ static void end_setup(struct end *e, const struct opts *o, bool server)
     bu_open(&e->ep, server ? o->server_dev : o->client_dev, o->rel);
     e->max = o->sizes[o->nsizes - 1];
     e->depth = server ? o->rx_depth : o->tx_depth;
+    e->events = o->events;
     if (e->max > e->ep.attrs.MaxTransferSize)
         bu_die("%u bytes exceed the MaxTransferSize of %s (%lu bytes)", e->max, e->ep.dev,
                (unsigned long)e->ep.attrs.MaxTransferSize);
@@ -103,7 +115,12 @@ static void end_setup(struct end *e, const struct opts *o, bool server)
     e->ctl = e->data + e->depth;
     e->buf = bu_alloc(&e->ep, e->depth * slot, &e->bmh);
     e->cbuf = bu_alloc(&e->ep, CTL_DEPTH * sizeof(struct ctl_msg), &e->cmh);
-    e->ep.vi = bu_create_vi(&e->ep);
+    if (!server && o->events) {
+        /* Room for every descriptor that can be outstanding at once: the
+         * sends in flight, the control receives and the final bye. */
+        bu_create_cq(&e->ep, e->depth + CTL_DEPTH + 1);
+    }
+    e->ep.vi = bu_create_vi_cq(&e->ep, e->ep.cq);
     for (uint32_t i = 0; i < e->depth; i++)
         bu_desc_init(&e->data[i], e->buf + i * slot, e->bmh, e->max);
     for (uint32_t i = 0; i < CTL_DEPTH; i++)
@@ -130,7 +147,7 @@ static void reap_ctl_sends(struct end *e, bool need)
     for (;;) {
         VIP_RETURN rc = VipSendDone(e->ep.vi, &d);
         if (rc == VIP_NOT_DONE && need)
-            rc = VipSendWait(e->ep.vi, BU_WAIT_MS, &d);
+            rc = bu_next_desc(e->ep.vi, false, e->events, BU_WAIT_MS, &d);
         if (rc == VIP_NOT_DONE)
             return;
         if (rc != VIP_SUCCESS)
@@ -164,14 +181,16 @@ static void receive_round(struct end *e, struct rx_state *s, uint32_t size, uint
     uint32_t batch = e->depth / 4 ? e->depth / 4 : 1;
     for (uint64_t i = 0; i < n; i++) {
         VIP_DESCRIPTOR *d, *want = &e->data[s->head % e->depth];
-        VIP_RETURN rc = VipRecvWait(e->ep.vi, BU_WAIT_MS, &d);
+        VIP_RETURN rc = bu_next_desc(e->ep.vi, true, e->events, BU_WAIT_MS, &d);
         if (rc == VIP_TIMEOUT)
             bu_die("no message for %u s (%" PRIu64 " of %" PRIu64 " of %u bytes received)",
                    BU_WAIT_MS / 1000, i, n, size);
         if (rc != VIP_SUCCESS)
-            bu_die("VipRecvWait failed: %s: %s", vip_strerror(rc), vip_last_error());
+            bu_die("%s failed: %s: %s", bu_next_desc_call(true, e->events), vip_strerror(rc),
+                   vip_last_error());
         if (d != want)
-            bu_die("VipRecvWait returned an unexpected descriptor (out of order)");
+            bu_die("%s returned an unexpected descriptor (out of order)",
+                   bu_next_desc_call(true, e->events));
         bu_check_desc(d, "receive");
         if (d->CS.Length != size)
             bu_die("message %" PRIu64 ": %u bytes received, %u sent", i,
@@ -215,34 +234,42 @@ static void server(void *arg)
 
 /* ---- sender ----------------------------------------------------------------------------- */
 
-/* Take the control messages that have arrived: credits, and the ack of a
- * round (returns true for it, checking it counts `n` messages). */
+/* Take one completed control receive: a credit, or the ack of a round
+ * (returns true for it, checking it counts `n` messages); post it again. */
+static bool take_ctl_one(struct end *e, VIP_DESCRIPTOR *d, uint64_t *credits, uint64_t n)
+{
+    bool acked = false;
+    if (d != &e->ctl[e->ctl_done % CTL_DEPTH])
+        bu_die("VipRecvDone returned an unexpected descriptor (out of order)");
+    bu_check_desc(d, "control receive");
+    const struct ctl_msg *m = d->DS[0].Local.Data.Address;
+    if (d->CS.Length != sizeof *m)
+        bu_die("control message of %u bytes (expected %zu)", (unsigned)d->CS.Length,
+               sizeof *m);
+    if (m->kind == CTL_CREDIT) {
+        *credits += m->value;
+    } else if (m->kind == CTL_ACK) {
+        if (m->value != n)
+            bu_die("the receiver acknowledged %u messages, %" PRIu64 " were sent", m->value,
+                   n);
+        acked = true;
+    } else {
+        bu_die("unknown control message %u", m->kind);
+    }
+    BU_CHECK(VipPostRecv(e->ep.vi, d, e->dmh));
+    e->ctl_done++;
+    return acked;
+}
+
+/* Take the control messages that have arrived (polling); true if the ack
+ * of the round was among them. */
 static bool take_ctl(struct end *e, uint64_t *credits, uint64_t n)
 {
     bool acked = false;
     VIP_DESCRIPTOR *d;
     VIP_RETURN rc;
-    while ((rc = VipRecvDone(e->ep.vi, &d)) == VIP_SUCCESS) {
-        if (d != &e->ctl[e->ctl_done % CTL_DEPTH])
-            bu_die("VipRecvDone returned an unexpected descriptor (out of order)");
-        bu_check_desc(d, "control receive");
-        const struct ctl_msg *m = d->DS[0].Local.Data.Address;
-        if (d->CS.Length != sizeof *m)
-            bu_die("control message of %u bytes (expected %zu)", (unsigned)d->CS.Length,
-                   sizeof *m);
-        if (m->kind == CTL_CREDIT) {
-            *credits += m->value;
-        } else if (m->kind == CTL_ACK) {
-            if (m->value != n)
-                bu_die("the receiver acknowledged %u messages, %" PRIu64 " were sent",
-                       m->value, n);
-            acked = true;
-        } else {
-            bu_die("unknown control message %u", m->kind);
-        }
-        BU_CHECK(VipPostRecv(e->ep.vi, d, e->dmh));
-        e->ctl_done++;
-    }
+    while ((rc = VipRecvDone(e->ep.vi, &d)) == VIP_SUCCESS)
+        acked |= take_ctl_one(e, d, credits, n);
     if (rc != VIP_NOT_DONE)
         bu_die("VipRecvDone failed: %s: %s", vip_strerror(rc), vip_last_error());
     return acked;
@@ -292,14 +319,66 @@ static double send_round(struct end *e, uint64_t *credits, uint32_t size, uint64
     return (double)(stop - start) / 1e9;
 }
 
+/*
+ * send_round in events mode (-e): post what the window and the credits
+ * allow, then block in VipCQWait for the next completion of either queue,
+ * take it and every other one the CQ holds (VipCQDone), and go round again.
+ * Every completion is taken through the CQ, one CQ entry per descriptor,
+ * so the CQ never fills.
+ */
+static double send_round_events(struct end *e, uint64_t *credits, uint32_t size, uint64_t n)
+{
+    uint64_t sent = 0, done = 0, stop = 0;
+    uint64_t start = bu_now_ns();
+    while (done < n || !stop) {
+        while (sent < n && sent - done < e->depth && *credits) {
+            BU_CHECK(VipPostSend(e->ep.vi, &e->data[sent % e->depth], e->dmh));
+            sent++;
+            (*credits)--;
+        }
+        VIP_VI_HANDLE vi;
+        VIP_BOOLEAN recvq;
+        VIP_RETURN rc = VipCQWait(e->ep.cq, BU_WAIT_MS, &vi, &recvq);
+        if (rc == VIP_TIMEOUT)
+            bu_die("no completion for %u s (%" PRIu64 " of %" PRIu64 " messages of %u bytes "
+                   "sent, %" PRIu64 " complete, %" PRIu64 " credits)",
+                   BU_WAIT_MS / 1000, sent, n, size, done, *credits);
+        while (rc == VIP_SUCCESS) {
+            if (vi != e->ep.vi)
+                bu_die("VipCQWait/VipCQDone named a VI that is not ours");
+            VIP_DESCRIPTOR *d;
+            rc = recvq ? VipRecvDone(e->ep.vi, &d) : VipSendDone(e->ep.vi, &d);
+            if (rc != VIP_SUCCESS)
+                bu_die("the CQ has a %s completion but %s says %s: %s",
+                       recvq ? "receive" : "send", recvq ? "VipRecvDone" : "VipSendDone",
+                       vip_strerror(rc), vip_last_error());
+            if (recvq) {
+                if (take_ctl_one(e, d, credits, n))
+                    stop = bu_now_ns();
+            } else {
+                if (d != &e->data[done % e->depth])
+                    bu_die("VipSendDone returned an unexpected descriptor (out of order)");
+                bu_check_desc(d, "send");
+                done++;
+            }
+            rc = VipCQDone(e->ep.cq, &vi, &recvq);
+        }
+        if (rc != VIP_NOT_DONE)
+            bu_die("VipCQWait/VipCQDone failed: %s: %s", vip_strerror(rc), vip_last_error());
+    }
+    return (double)(stop - start) / 1e9;
+}
+
 static void print_header(const struct opts *o)
 {
     if (o->csv) {
         printf("# vip_send_bw: streaming bandwidth; MB = 10^6 bytes, Mbit = 10^6 bits; seconds "
                "from the first send to the receiver's ack of the last\n");
-        printf("# server NIC %s, client NIC %s, %s, tx depth %u, rx depth %u\n",
+        printf("# server NIC %s, client NIC %s, %s, tx depth %u, rx depth %u, completions %s\n",
                o->server_dev, o->client_dev, bu_reliability_name(o->rel), o->tx_depth,
-               o->rx_depth);
+               o->rx_depth,
+               o->events ? "by events (sender VipCQWait, receiver VipRecvWait)"
+                         : "by polling (VipSendDone/VipRecvDone)");
         printf("bytes,iters,seconds,MB_per_s,Mbit_per_s,msgs_per_s\n");
         return;
     }
@@ -311,6 +390,9 @@ static void print_header(const struct opts *o)
     printf(" Reliability     : %s\n", bu_reliability_name(o->rel));
     printf(" TX depth        : %u   RX depth : %u (credit-based flow control)\n", o->tx_depth,
            o->rx_depth);
+    printf(" Completions     : %s\n",
+           o->events ? "events: sender blocks in VipCQWait, receiver in VipRecvWait"
+                     : "polling: VipSendDone/VipRecvDone (receiver never sleeps)");
     printf(" Units           : MB = 10^6 bytes, Mbit = 10^6 bits, Mmsg = 10^6 messages\n");
     printf("%s\n", line);
     printf(" %-9s %-12s %-11s %-13s %-15s %-12s\n", "#bytes", "#iterations", "time[s]",
@@ -334,9 +416,11 @@ static void client(const struct opts *o)
                 p[0] = p[size - 1] = mark_of(i);
         }
         uint64_t warm = warmup_for(o, size), n = iters_for(o, size);
+        double (*round)(struct end *, uint64_t *, uint32_t, uint64_t) =
+            o->events ? send_round_events : send_round;
         if (warm)
-            send_round(&e, &credits, size, warm);
-        double sec = send_round(&e, &credits, size, n);
+            round(&e, &credits, size, warm);
+        double sec = round(&e, &credits, size, n);
         double bytes = (double)size * (double)n;
         if (o->csv)
             printf("%u,%" PRIu64 ",%.6f,%.2f,%.2f,%.0f\n", size, n, sec, bytes / sec / 1e6,
@@ -367,6 +451,9 @@ static void usage(FILE *f)
             "  -r, --rx-depth N        receives kept posted by the receiver (default 128)\n"
             "  -d, --dev NIC           the receiver's NIC (default via0; via1 crosses the switch)\n"
             "      --reliability L     unreliable | delivery (default) | reception\n"
+            "  -e, --events            block for completions (sender: VipCQWait on a CQ of\n"
+            "                          both queues; receiver: VipRecvWait/VipSendWait) instead\n"
+            "                          of polling VipSendDone/VipRecvDone (the default)\n"
             "      --csv               CSV output (units in the '#' header)\n"
             "  -h, --help              this text\n"
             "  Environment: VIPD_SOCKET (vipd's socket), VIPD_AUTOSTART=0 (do not start vipd).\n");
@@ -384,9 +471,10 @@ int main(int argc, char **argv)
         {"tx-depth", required_argument, NULL, 't'}, {"rx-depth", required_argument, NULL, 'r'},
         {"dev", required_argument, NULL, 'd'},      {"csv", no_argument, NULL, 'C'},
         {"reliability", required_argument, NULL, 'R'},
-        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0}};
+        {"events", no_argument, NULL, 'e'},         {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
     int c;
-    while ((c = getopt_long(argc, argv, "s:an:w:t:r:d:h", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "s:an:w:t:r:d:eh", lo, NULL)) != -1) {
         switch (c) {
         case 's': {
             uint64_t v = bu_parse_size(optarg, "-s");
@@ -404,6 +492,7 @@ int main(int argc, char **argv)
         case 'd': o.server_dev = optarg; break;
         case 'C': o.csv = true; break;
         case 'R': o.rel = bu_parse_reliability(optarg); break;
+        case 'e': o.events = true; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

@@ -9,6 +9,11 @@
  * cycle time between consecutive posts is one round trip, and the reported
  * latency is half of it (RTT/2), as perftest reports it.
  *
+ * Completions are polled (VipRecvDone/VipSendDone, never sleeping), as
+ * perftest polls by default; with -e (events, as perftest's -e) both ends
+ * block in VipRecvWait/VipSendWait instead, which poll briefly and then
+ * sleep until the NIC wakes them.
+ *
  * Every message carries its iteration number in its first and last byte;
  * both ends check it, the length and the descriptor status of everything
  * they complete, and stop with a message on the first mismatch.
@@ -29,6 +34,7 @@ struct opts {
     const char *client_dev;
     size_t vis;
     bool csv;
+    bool events; /* -e: block in VipRecvWait/VipSendWait instead of polling */
     VIP_RELIABILITY_LEVEL rel;
     uint64_t disc;
     uint32_t sizes[32];
@@ -64,11 +70,13 @@ struct end {
     VIP_MEM_HANDLE dmh, smh, rmh;
     uint32_t max;
     uint64_t rhead; /* receives completed so far */
+    bool events;    /* wait (-e) or poll for completions */
 };
 
 static void end_setup(struct end *e, const struct opts *o, bool server)
 {
     bu_open(&e->ep, server ? o->server_dev : o->client_dev, o->rel);
+    e->events = o->events;
     e->max = o->sizes[o->nsizes - 1];
     if (e->max > e->ep.attrs.MaxTransferSize)
         bu_die("%u bytes exceed the MaxTransferSize of %s (%lu bytes)", e->max, e->ep.dev,
@@ -98,15 +106,16 @@ static void end_setup(struct end *e, const struct opts *o, bool server)
 static void recv_one(struct end *e, uint32_t size, uint64_t seq)
 {
     VIP_DESCRIPTOR *d, *want = &e->rdesc[e->rhead % RQ_DEPTH];
-    VIP_RETURN rc = VipRecvWait(e->ep.vi, BU_WAIT_MS, &d);
+    VIP_RETURN rc = bu_next_desc(e->ep.vi, true, e->events, BU_WAIT_MS, &d);
     if (rc == VIP_TIMEOUT)
         bu_die("no message for %u s (message %" PRIu64 " of %u bytes): the peer is stuck",
                BU_WAIT_MS / 1000, seq, size);
     if (rc != VIP_SUCCESS)
-        bu_die("VipRecvWait failed: %s: %s", vip_strerror(rc), vip_last_error());
+        bu_die("%s failed: %s: %s", bu_next_desc_call(true, e->events), vip_strerror(rc),
+               vip_last_error());
     if (d != want)
-        bu_die("VipRecvWait returned descriptor %p, expected %p (completions out of order)",
-               (void *)d, (void *)want);
+        bu_die("%s returned descriptor %p, expected %p (completions out of order)",
+               bu_next_desc_call(true, e->events), (void *)d, (void *)want);
     bu_check_desc(d, "receive");
     if (d->CS.Length != size)
         bu_die("message %" PRIu64 ": received %u bytes, expected %u", seq,
@@ -136,15 +145,15 @@ static void post_send(struct end *e, uint32_t size, uint64_t seq)
 static void reap_send(struct end *e)
 {
     VIP_DESCRIPTOR *d;
-    VIP_RETURN rc = VipSendDone(e->ep.vi, &d);
-    if (rc == VIP_NOT_DONE)
-        rc = VipSendWait(e->ep.vi, BU_WAIT_MS, &d);
+    VIP_RETURN rc = bu_next_desc(e->ep.vi, false, e->events, BU_WAIT_MS, &d);
     if (rc == VIP_TIMEOUT)
         bu_die("a send did not complete in %u s", BU_WAIT_MS / 1000);
     if (rc != VIP_SUCCESS)
-        bu_die("VipSendWait failed: %s: %s", vip_strerror(rc), vip_last_error());
+        bu_die("%s failed: %s: %s", bu_next_desc_call(false, e->events), vip_strerror(rc),
+               vip_last_error());
     if (d != e->sdesc)
-        bu_die("VipSendDone returned descriptor %p, expected %p", (void *)d, (void *)e->sdesc);
+        bu_die("%s returned descriptor %p, expected %p", bu_next_desc_call(false, e->events),
+               (void *)d, (void *)e->sdesc);
     bu_check_desc(d, "send");
 }
 
@@ -170,8 +179,10 @@ static void print_header(const struct opts *o)
 {
     if (o->csv) {
         printf("# vip_send_lat: one-way latency (RTT/2) in microseconds\n");
-        printf("# server NIC %s, client NIC %s, %s, %zu idle VIs per process\n",
-               o->server_dev, o->client_dev, bu_reliability_name(o->rel), o->vis);
+        printf("# server NIC %s, client NIC %s, %s, %zu idle VIs per process, completions %s\n",
+               o->server_dev, o->client_dev, bu_reliability_name(o->rel), o->vis,
+               o->events ? "by events (VipRecvWait/VipSendWait)"
+                         : "by polling (VipRecvDone/VipSendDone)");
         printf("bytes,iters,min_us,median_us,p90_us,p99_us,max_us,avg_us\n");
         return;
     }
@@ -182,6 +193,9 @@ static void print_header(const struct opts *o)
     printf(" Server NIC      : %-8s  Client NIC : %s\n", o->server_dev, o->client_dev);
     printf(" Reliability     : %s\n", bu_reliability_name(o->rel));
     printf(" Idle VIs        : %zu per process\n", o->vis);
+    printf(" Completions     : %s\n",
+           o->events ? "events: block in VipRecvWait/VipSendWait (poll <= 100 us, then sleep)"
+                     : "polling: VipRecvDone/VipSendDone until done (never sleep)");
     printf(" Method          : ping-pong, one-way latency = RTT/2, in microseconds (usec)\n");
     printf("%s\n", line);
     printf(" %-9s %-12s %-11s %-14s %-11s %-11s %-11s %-11s\n", "#bytes", "#iterations",
@@ -222,8 +236,8 @@ static void client(const struct opts *o)
             t[i] = bu_now_ns();
             post_send(&e, size, i);
             /* A message larger than the link's ring is still partly to go
-             * here: waiting for the reply must move it on (VipRecvWait
-             * progresses the VI's send queue too). */
+             * here: waiting for the reply must move it on (VipRecvDone and
+             * VipRecvWait progress the VI's send queue too). */
             recv_one(&e, size, i);
             reap_send(&e);
         }
@@ -256,6 +270,9 @@ static void usage(FILE *f)
             "  -d, --dev NIC           the server's NIC (default via0; via1 crosses the switch)\n"
             "      --vis N             create N extra idle VIs in each process first\n"
             "      --reliability L     unreliable | delivery (default) | reception\n"
+            "  -e, --events            wait for completions in VipRecvWait/VipSendWait (they\n"
+            "                          poll briefly, then sleep) instead of polling\n"
+            "                          VipRecvDone/VipSendDone (the default)\n"
             "      --csv               CSV output (units in the '#' header)\n"
             "  -h, --help              this text\n"
             "  Environment: VIPD_SOCKET (vipd's socket), VIPD_AUTOSTART=0 (do not start vipd).\n");
@@ -271,9 +288,10 @@ int main(int argc, char **argv)
         {"iters", required_argument, NULL, 'n'}, {"warmup", required_argument, NULL, 'w'},
         {"dev", required_argument, NULL, 'd'},   {"vis", required_argument, NULL, 'V'},
         {"csv", no_argument, NULL, 'C'},         {"reliability", required_argument, NULL, 'R'},
-        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
+        {"events", no_argument, NULL, 'e'},      {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
     int c;
-    while ((c = getopt_long(argc, argv, "s:an:w:d:h", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "s:an:w:d:eh", lo, NULL)) != -1) {
         switch (c) {
         case 's': {
             uint64_t v = bu_parse_size(optarg, "-s");
@@ -290,6 +308,7 @@ int main(int argc, char **argv)
         case 'V': o.vis = (size_t)bu_parse_count(optarg, "--vis", 0, 4000); break;
         case 'C': o.csv = true; break;
         case 'R': o.rel = bu_parse_reliability(optarg); break;
+        case 'e': o.events = true; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
