@@ -28,6 +28,7 @@ const char *const fw_rx_state_name[FW_RX_NSTATES] = {
     [FW_RX_IDLE] = "idle",
     [FW_RX_XDATA] = "xdata",
     [FW_RX_DISCARD] = "discard",
+    [FW_RX_PLACE] = "place",
 };
 
 /* The peer sent something no correct NIC sends: the link is unusable. */
@@ -162,6 +163,8 @@ static bool rx_header_ok(const struct fw_vi *vi, const struct via_wire_hdr *h)
     bool first = h->flags & VIA_PKT_FIRST;
     if (first != (vi->rx == FW_RX_IDLE))
         return false;
+    if (!first && h->type != vi->rx_op)
+        return false; /* a fragment of another kind of message than the one in progress */
     if (first ? h->msg_seq != vi->rx_seq + 1 : h->msg_seq != vi->rx_seq)
         return false;
     return true;
@@ -231,7 +234,7 @@ static void op_rdma_write(struct fw_vi *vi, const struct via_wire_hdr *h,
         vi->rdma_rkey = h->rkey;
         vi->rdma_raddr = h->raddr;
         vi->rdma_len = h->msg_len;
-        vi->rx = FW_RX_XDATA;
+        vi->rx = FW_RX_PLACE;
         uint32_t prot = vi->rdma_write ? fw_tpt_check_rdma(vi, h->rkey, h->raddr, h->msg_len,
                                                              VIA_TPT_RDMA_WRITE)
                                        : VIP_STATUS_PROTECTION_ERROR;
@@ -249,11 +252,11 @@ static void op_rdma_write(struct fw_vi *vi, const struct via_wire_hdr *h,
             }
         }
     }
-    if (vi->rx == FW_RX_XDATA && h->frag_len)
+    if (vi->rx == FW_RX_PLACE && h->frag_len)
         hal_dma_to_host(h->raddr + h->frag_off, payload, h->frag_len);
     if (!last)
         return;
-    bool placed = vi->rx == FW_RX_XDATA;
+    bool placed = vi->rx == FW_RX_PLACE;
     vi->rx = FW_RX_IDLE;
     if (!placed)
         return;
@@ -322,6 +325,8 @@ static void rx_packets(struct fw_vi *vi)
         }
         if (rx_ops[h.type].message && vi->nic->paced && !rx_due(vi, &h, vi->rx_pkts + 1))
             break;
+        if (h.flags & VIA_PKT_FIRST)
+            vi->rx_op = h.type;
         rx_ops[h.type].fn(vi, &h, payload);
         l->ops->consume(l, &h);
         vi->rx_pkts++;

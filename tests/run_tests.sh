@@ -4,7 +4,7 @@
 # tests over all binaries). Exits non-zero on any failure.
 #
 #   B=build tests/run_tests.sh            all binaries
-#   B=build tests/run_tests.sh test_fw    only the binaries named
+#   B=build tests/run_tests.sh test_fw_link    only the binaries named
 #   VALGRIND=1 ...                        each binary under valgrind
 #   TEST_TIMEOUT=300                      seconds per binary
 set -u

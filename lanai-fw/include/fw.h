@@ -74,6 +74,7 @@ enum fw_rx_state {
     FW_RX_IDLE,     /* between messages: R3 waits for a FIRST fragment */
     FW_RX_XDATA,    /* R5: fragments of an accepted message are scattered */
     FW_RX_DISCARD,  /* fragments of a refused message are dropped */
+    FW_RX_PLACE,    /* RDMA write: fragments placed at the checked target */
     FW_RX_NSTATES
 };
 extern const char *const fw_rx_state_name[FW_RX_NSTATES];
@@ -153,6 +154,7 @@ struct fw_vi {
     struct fw_xdes rxd;
     uint32_t rx_seq;        /* sequence of the message being received */
     uint32_t rx_got;        /* bytes placed so far */
+    uint8_t rx_op;          /* opcode of the message in progress (its later fragments') */
     uint32_t ack_owed;      /* reliable reception: last message placed, not yet acked */
     uint32_t nak_owed;      /* a refused message the peer is yet to hear of */
     uint32_t nak_reason;    /* enum via_nak_reason of it */

@@ -1,0 +1,386 @@
+/*
+ * test_fw_link.c - unit tests of the NIC firmware's checks and link layer
+ * (lanai-fw/), no vipd needed: the TPT checks of local and RDMA accesses,
+ * the shared-memory link ring (reserve, publish, peek, consume, wrap, full,
+ * bad packets), the wire header's check word, and the receiver working from
+ * its one copy of each header however the sender rewrites the ring.
+ *
+ * The fixture (one in-memory NIC, two VIs on one channel) is tests/lib/tfw.c.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/tfw.h"
+
+/* ---- TPT -------------------------------------------------------------------------- */
+
+static void test_tpt_check(void)
+{
+    setup(VIP_SERVICE_UNRELIABLE, 0);
+    uint64_t base = (uint64_t)(uintptr_t)F.mem;
+    CU_ASSERT_EQUAL(fw_tpt_check(F.a, F.mh, base, MEM_LEN), 0);
+    CU_ASSERT_EQUAL(fw_tpt_check(F.a, F.mh, base + 100, 1), 0);
+    CU_ASSERT_EQUAL(fw_tpt_check(F.a, F.mh, base + MEM_LEN - 1, 1), 0);
+    CU_ASSERT_EQUAL(fw_tpt_check(F.a, F.mh, base + MEM_LEN, 0), 0);
+    /* wrong generation (stale or forged handle) */
+    CU_ASSERT_EQUAL(fw_tpt_check(F.a, VIA_MH_MAKE(2, IDX_MEM), base, 1),
+                    VIP_STATUS_PROTECTION_ERROR);
+    /* generation 0 is never issued */
+    CU_ASSERT_EQUAL(fw_tpt_check(F.a, VIA_MH_MAKE(0, IDX_MEM), base, 1),
+                    VIP_STATUS_PROTECTION_ERROR);
+    /* an index never written */
+    CU_ASSERT_EQUAL(fw_tpt_check(F.a, VIA_MH_MAKE(1, 100), base, 1),
+                    VIP_STATUS_PROTECTION_ERROR);
+    /* wrong ptag: memory of another protection domain */
+    CU_ASSERT_EQUAL(fw_tpt_check(F.a, F.mh_other, (uint64_t)(uintptr_t)F.other, 1),
+                    VIP_STATUS_PROTECTION_ERROR);
+    set_vi(F.a, PTAG_B, VIA_MAX_TRANSFER, false);
+    CU_ASSERT_EQUAL(fw_tpt_check(F.a, F.mh_other, (uint64_t)(uintptr_t)F.other, 1), 0);
+    CU_ASSERT_EQUAL(fw_tpt_check(F.a, F.mh, base, 1), VIP_STATUS_PROTECTION_ERROR);
+    set_vi(F.a, PTAG_A, VIA_MAX_TRANSFER, false);
+    /* out of range: below, beyond the end, straddling, wrapping */
+    CU_ASSERT_EQUAL(fw_tpt_check(F.a, F.mh, base - 1, 1), VIP_STATUS_PROTECTION_ERROR);
+    CU_ASSERT_EQUAL(fw_tpt_check(F.a, F.mh, base + MEM_LEN, 1), VIP_STATUS_PROTECTION_ERROR);
+    CU_ASSERT_EQUAL(fw_tpt_check(F.a, F.mh, base + MEM_LEN - 10, 11),
+                    VIP_STATUS_PROTECTION_ERROR);
+    CU_ASSERT_EQUAL(fw_tpt_check(F.a, F.mh, base, MEM_LEN + 1ull), VIP_STATUS_PROTECTION_ERROR);
+    CU_ASSERT_EQUAL(fw_tpt_check(F.a, F.mh, base + 16, UINT64_MAX - 8),
+                    VIP_STATUS_PROTECTION_ERROR);
+    CU_ASSERT_EQUAL(fw_tpt_check(F.a, F.mh, UINT64_MAX - 4, 8), VIP_STATUS_PROTECTION_ERROR);
+    /* index out of the table */
+    CU_ASSERT_EQUAL(fw_tpt_check(F.a, VIA_MH_MAKE(1, VIA_MAX_TPT), base, 1),
+                    VIP_STATUS_PROTECTION_ERROR);
+    CU_ASSERT_EQUAL(fw_tpt_check(F.a, VIA_MH_MAKE(1, 0xFFFF), base, 1),
+                    VIP_STATUS_PROTECTION_ERROR);
+    CU_ASSERT_EQUAL(fw_tpt_check(F.a, 0x12345678u, base, 1), VIP_STATUS_PROTECTION_ERROR);
+    /* the library's view is the NIC's */
+    CU_ASSERT_EQUAL(nic_tpt_check(F.a, F.mh, base, 1), 0);
+    CU_ASSERT_EQUAL(nic_tpt_check(F.a, F.mh, base - 1, 1), VIP_STATUS_PROTECTION_ERROR);
+    /* invalidated entry (deregistered: vipd bumps the generation) */
+    atomic_store(&F.tpt[IDX_MEM].gen, 2);
+    CU_ASSERT_EQUAL(fw_tpt_check(F.a, F.mh, base, 1), VIP_STATUS_PROTECTION_ERROR);
+    CU_ASSERT_EQUAL(fw_tpt_check(F.a, VIA_MH_MAKE(2, IDX_MEM), base, 1), 0);
+    teardown();
+}
+
+/* The responder's check: the TPT check, and the region's enable bit. */
+static void test_tpt_check_rdma(void)
+{
+    setup(VIP_SERVICE_UNRELIABLE, 0);
+    uint64_t r = (uint64_t)(uintptr_t)F.rdma;
+    const uint32_t W = VIA_TPT_RDMA_WRITE, R = VIA_TPT_RDMA_READ;
+    CU_ASSERT_EQUAL(fw_tpt_check_rdma(F.a, F.mh_rdma, r, RDMA_LEN, W), 0);
+    CU_ASSERT_EQUAL(fw_tpt_check_rdma(F.a, F.mh_rdma, r + 1, RDMA_LEN, W),
+                    VIP_STATUS_PROTECTION_ERROR);
+    CU_ASSERT_EQUAL(fw_tpt_check_rdma(F.a, F.mh_rdma, r - 1, 2, W), VIP_STATUS_PROTECTION_ERROR);
+    CU_ASSERT_EQUAL(fw_tpt_check_rdma(F.a, F.mh_rdma, r, 1, R), VIP_STATUS_PROTECTION_ERROR);
+    CU_ASSERT_EQUAL(fw_tpt_check_rdma(F.a, F.mh_rdma, r, 1, W | R), VIP_STATUS_PROTECTION_ERROR);
+    /* a region registered without the enable */
+    CU_ASSERT_EQUAL(fw_tpt_check(F.a, F.mh, (uint64_t)(uintptr_t)F.mem, 1), 0);
+    CU_ASSERT_EQUAL(fw_tpt_check_rdma(F.a, F.mh, (uint64_t)(uintptr_t)F.mem, 1, W),
+                    VIP_STATUS_PROTECTION_ERROR);
+    /* enabled, but another ptag's */
+    CU_ASSERT_EQUAL(fw_tpt_check_rdma(F.a, F.mh_other, (uint64_t)(uintptr_t)F.other, 1, W),
+                    VIP_STATUS_PROTECTION_ERROR);
+    F.tpt[IDX_RDMA].flags = W | R;
+    CU_ASSERT_EQUAL(fw_tpt_check_rdma(F.a, F.mh_rdma, r, 1, R), 0);
+    CU_ASSERT_EQUAL(fw_tpt_check_rdma(F.a, F.mh_rdma, r, 1, W | R), 0);
+    teardown();
+}
+
+/* ---- link ring ------------------------------------------------------------------------ */
+
+static struct via_wire_hdr *put(struct via_chan_dir *d, uint32_t payload, uint32_t seq)
+{
+    struct via_wire_hdr *h = fw_link_reserve(d, payload);
+    if (!h)
+        return NULL;
+    memset(h + 1, (int)(seq & 0xFF), payload);
+    *h = (struct via_wire_hdr){.version = VIA_WIRE_VERSION, .type = VIA_PKT_SEND,
+                               .flags = VIA_PKT_FIRST | VIA_PKT_LAST, .dst_vi = 1,
+                               .conn_id = 5, .msg_seq = seq, .msg_len = payload,
+                               .frag_len = payload};
+    fw_link_publish(d, h);
+    return h;
+}
+
+static void test_link_ring(void)
+{
+    struct via_chan_dir *d = zalloc(64, sizeof *d);
+    struct via_wire_hdr h;
+    const uint8_t *pl = NULL;
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_EMPTY);
+
+    /* reserve/publish/peek/consume, sizes rounded to 64 */
+    uint32_t sizes[] = {0, 1, 63, 64, 65, 1000, VIA_MTU};
+    for (unsigned i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        uint64_t h0 = atomic_load(&d->head);
+        struct via_wire_hdr *w = put(d, sizes[i], i + 1);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+        CU_ASSERT_EQUAL(atomic_load(&d->head) - h0, 64 + ((sizes[i] + 63) & ~63u));
+        CU_ASSERT_EQUAL_FATAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
+        CU_ASSERT_EQUAL(h.type, VIA_PKT_SEND);
+        CU_ASSERT_EQUAL(h.msg_seq, i + 1);
+        CU_ASSERT_EQUAL(h.frag_len, sizes[i]);
+        CU_ASSERT_PTR_EQUAL(pl, (const uint8_t *)(w + 1));
+        CU_ASSERT_EQUAL(atomic_load(&d->tail), h0); /* a peek takes nothing */
+        if (sizes[i])
+            CU_ASSERT(pl[sizes[i] - 1] == (uint8_t)(i + 1));
+        fw_link_consume(d, &h);
+        CU_ASSERT_EQUAL(atomic_load(&d->tail), atomic_load(&d->head));
+    }
+
+    /* PAD at the wrap, skipped inside peek: fill up to near the end */
+    uint32_t pkt = 64 + VIA_MTU;
+    while ((atomic_load(&d->head) % VIA_CHAN_RING) + pkt <= VIA_CHAN_RING) {
+        CU_ASSERT_PTR_NOT_NULL_FATAL(put(d, VIA_MTU, 100));
+        CU_ASSERT_EQUAL_FATAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
+        fw_link_consume(d, &h);
+    }
+    uint32_t to_end = VIA_CHAN_RING - (uint32_t)(atomic_load(&d->head) % VIA_CHAN_RING);
+    CU_ASSERT(to_end < pkt);
+    uint64_t t0 = atomic_load(&d->tail);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(put(d, VIA_MTU, 200));
+    CU_ASSERT_EQUAL_FATAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
+    CU_ASSERT_EQUAL(h.type, VIA_PKT_SEND);
+    CU_ASSERT_EQUAL(h.msg_seq, 200);
+    CU_ASSERT_PTR_EQUAL(pl, d->ring + 64);
+    CU_ASSERT_EQUAL(atomic_load(&d->tail), t0 + to_end); /* the PAD is released */
+    fw_link_consume(d, &h);
+    CU_ASSERT_EQUAL(atomic_load(&d->tail), atomic_load(&d->head));
+
+    /* full ring: reserve fails with NULL, nothing is overwritten */
+    memset(d, 0, sizeof *d);
+    unsigned n = 0;
+    while (put(d, 4096 - 64, 1000 + n) && n < 1000)
+        n++;
+    CU_ASSERT_EQUAL(n, VIA_CHAN_RING / 4096);
+    CU_ASSERT_EQUAL(atomic_load(&d->head) - atomic_load(&d->tail), VIA_CHAN_RING);
+    CU_ASSERT_PTR_NULL(fw_link_reserve(d, 0));
+    /* drain one, then there is room for one again */
+    CU_ASSERT_EQUAL_FATAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
+    CU_ASSERT_EQUAL(h.msg_seq, 1000);
+    fw_link_consume(d, &h);
+    CU_ASSERT_PTR_NOT_NULL(put(d, 4096 - 64, 5000));
+    CU_ASSERT_PTR_NULL(fw_link_reserve(d, 0));
+    for (unsigned i = 1; i <= n; i++) {
+        CU_ASSERT_EQUAL_FATAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
+        CU_ASSERT_EQUAL(h.msg_seq, i < n ? 1000 + i : 5000);
+        fw_link_consume(d, &h);
+    }
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_EMPTY);
+
+    /* a corrupted header is flagged bad and not consumed */
+    struct via_wire_hdr *w = put(d, 128, 7);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    uint64_t tail = atomic_load(&d->tail);
+    w->msg_len = 99999;
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
+    CU_ASSERT_EQUAL(atomic_load(&d->tail), tail);
+    w->msg_len = 128; /* restored: valid again */
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
+    w->version = 1; /* wire format 1 is gone */
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
+    w->version = VIA_WIRE_VERSION;
+    /* a valid check word over an impossible length is still refused */
+    w->frag_len = VIA_MTU + 64;
+    w->crc = via_wire_check(w);
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
+    /* unknown types */
+    w->frag_len = 128;
+    w->type = 77;
+    w->crc = via_wire_check(w);
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
+    w->type = 0;
+    w->crc = via_wire_check(w);
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
+    w->type = VIA_PKT_NTYPES;
+    w->crc = via_wire_check(w);
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
+    /* every opcode of version 2 passes the link (the VI judges it) */
+    static const uint8_t types[] = {VIA_PKT_SEND, VIA_PKT_RDMA_WRITE, VIA_PKT_RDMA_READ_REQ,
+                                    VIA_PKT_RDMA_READ_RESP, VIA_PKT_ACK, VIA_PKT_NAK};
+    for (unsigned i = 0; i < sizeof types; i++) {
+        w->type = types[i];
+        w->crc = via_wire_check(w);
+        CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
+        CU_ASSERT_EQUAL(h.type, types[i]);
+    }
+    /* a head beyond the ring size (lying sender) */
+    w->type = VIA_PKT_SEND;
+    w->crc = via_wire_check(w);
+    uint64_t head = atomic_load(&d->head);
+    atomic_store(&d->head, atomic_load(&d->tail) + VIA_CHAN_RING + 64);
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
+    atomic_store(&d->head, head);
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
+    free(d);
+}
+
+/* The check word covers the fields of wire format 2: rkey, ack_seq, raddr. */
+static void test_wire_check_v2_fields(void)
+{
+    struct via_chan_dir *d = zalloc(64, sizeof *d);
+    struct via_wire_hdr *w = put(d, 64, 3), h;
+    const uint8_t *pl;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    w->rkey = 0x10001;
+    w->ack_seq = 17;
+    w->raddr = 0x0000123456789000ull;
+    w->crc = via_wire_check(w);
+    CU_ASSERT_EQUAL_FATAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
+    CU_ASSERT_EQUAL(h.rkey, 0x10001);
+    CU_ASSERT_EQUAL(h.ack_seq, 17);
+    CU_ASSERT_EQUAL(h.raddr, 0x0000123456789000ull);
+    w->rkey ^= 0x100;
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
+    w->rkey ^= 0x100;
+    w->ack_seq ^= 1;
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
+    w->ack_seq ^= 1;
+    w->raddr ^= 0x40; /* low word */
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
+    w->raddr ^= 0x40;
+    w->raddr ^= 1ull << 40; /* high word */
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
+    w->raddr ^= 1ull << 40;
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
+    free(d);
+}
+
+/* peek copies the header out once: a rewrite of the ring after the peek
+ * changes nothing of what the receiver uses, consume included. */
+static void test_link_peek_copies_once(void)
+{
+    struct via_chan_dir *d = zalloc(64, sizeof *d);
+    struct via_wire_hdr h;
+    const uint8_t *pl;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(put(d, 1000, 1));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(put(d, 200, 2));
+    CU_ASSERT_EQUAL_FATAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
+    CU_ASSERT_EQUAL(h.frag_len, 1000);
+    /* the sender rewrites what it published, with a valid check word */
+    struct via_wire_hdr *w = (struct via_wire_hdr *)(void *)d->ring;
+    w->frag_len = 64;
+    w->msg_len = 64;
+    w->msg_seq = 99;
+    w->crc = via_wire_check(w);
+    CU_ASSERT_EQUAL(h.frag_len, 1000);
+    CU_ASSERT_EQUAL(h.msg_seq, 1);
+    fw_link_consume(d, &h);
+    CU_ASSERT_EQUAL(atomic_load(&d->tail), 64 + 1024); /* by the copy */
+    CU_ASSERT_EQUAL_FATAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
+    CU_ASSERT_EQUAL(h.msg_seq, 2);
+    CU_ASSERT_EQUAL(h.frag_len, 200);
+    CU_ASSERT_PTR_EQUAL(pl, d->ring + 64 + 1024 + 64);
+    /* and the other way: a rewrite to a longer packet */
+    w = (struct via_wire_hdr *)(void *)(d->ring + 64 + 1024);
+    w->frag_len = VIA_MTU;
+    w->crc = via_wire_check(w);
+    fw_link_consume(d, &h);
+    CU_ASSERT_EQUAL(atomic_load(&d->tail), atomic_load(&d->head));
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_EMPTY);
+    free(d);
+}
+
+/* A link whose far end rewrites each header right after the receiver's one
+ * read of it (the shared-memory ring otherwise). */
+static bool scribble_on;
+
+static struct via_wire_hdr *fwd_reserve(struct fw_link *l, uint32_t payload)
+{
+    return fw_link_reserve(l->tx, payload);
+}
+
+static void fwd_publish(struct fw_link *l, struct via_wire_hdr *h)
+{
+    fw_link_publish(l->tx, h);
+}
+
+static void fwd_consume(struct fw_link *l, const struct via_wire_hdr *h)
+{
+    fw_link_consume(l->rx, h);
+}
+
+static bool fwd_pending(const struct fw_link *l)
+{
+    return atomic_load(&l->rx->head) != atomic_load(&l->rx->tail);
+}
+
+static enum fw_link_peek_rc scribble_peek(struct fw_link *l, struct via_wire_hdr *h,
+                                          const uint8_t **payload)
+{
+    enum fw_link_peek_rc rc = fw_link_peek(l->rx, h, payload);
+    if (rc == FW_LINK_PACKET && scribble_on) {
+        struct via_wire_hdr *w = (struct via_wire_hdr *)(uintptr_t)(*payload - sizeof *w);
+        w->frag_len = VIA_MTU;
+        w->msg_len = VIA_MTU;
+        w->flags = VIA_PKT_FIRST | VIA_PKT_LAST | VIA_PKT_IMM;
+        w->imm = 0xBADBADu;
+        w->crc = via_wire_check(w);
+    }
+    return rc;
+}
+
+static const struct fw_link_ops scribble_ops = {
+    .name = "scribble",
+    .reserve = fwd_reserve,
+    .publish = fwd_publish,
+    .peek = scribble_peek,
+    .consume = fwd_consume,
+    .pending = fwd_pending,
+};
+
+
+/* The receiving NIC places and consumes by its copy of the header. */
+static void test_rx_uses_header_copy(void)
+{
+    setup(VIP_SERVICE_RELIABLE_RECEPTION, 1);
+    F.b->link.ops = &scribble_ops;
+    VIP_DESCRIPTOR *sd = at(OFF_SDESC), *rd = at(OFF_RDESC);
+    uint8_t *sdata = F.mem + OFF_SDATA, *rdata = F.mem + OFF_RDATA;
+    tl_fill(sdata, 100, 1);
+    memset(rdata, 0xEE, 2 * VIA_MTU);
+    tl_desc_1(sd, sdata, 100, F.mh);
+    tl_desc_1(rd, rdata, 2 * VIA_MTU, F.mh);
+    post_recv(F.b, rd, F.mh);
+    post_send(F.a, sd, F.mh);
+    scribble_on = true;
+    progress(F.b);
+    scribble_on = false;
+    uint32_t st = status_of(rd);
+    ERR_EXPECT(st, 0);
+    CU_ASSERT_EQUAL(st & VIP_STATUS_IMMEDIATE, 0);
+    CU_ASSERT_EQUAL(rd->CS.Length, 100);
+    CU_ASSERT_EQUAL(tl_verify(rdata, 100, 1), -1);
+    long over = first_not(rdata + 100, 2 * VIA_MTU - 100, 0xEE);
+    CU_ASSERT_EQUAL(over, -1);
+    if (over >= 0 || rd->CS.Length != 100)
+        fprintf(stderr, "\n  receiver used the rewritten header: Length %u, byte %ld written\n",
+                rd->CS.Length, over + 100);
+    CU_ASSERT_EQUAL(atomic_load(&F.chan->dir[0].tail), atomic_load(&F.chan->dir[0].head));
+    CU_ASSERT_EQUAL(atomic_load(&F.dbb->state), VIA_VI_CONNECTED);
+    CU_ASSERT_TRUE(no_error(F.b));
+    /* the ring is where the sender thinks it is: the next message goes through */
+    void *w[] = {sd};
+    CU_ASSERT_EQUAL_FATAL(pump(w, 1), 0);
+    ERR_EXPECT(status_of(sd), 0);
+    xfer(3000, 2, 1, 1, 2);
+    CU_ASSERT_EQUAL(atomic_load(&F.dba->state), VIA_VI_CONNECTED);
+    teardown();
+}
+
+int main(int argc, char **argv)
+{
+    static const struct tl_test tests[] = {
+        TL_TEST(test_tpt_check),
+        TL_TEST(test_tpt_check_rdma),
+        TL_TEST(test_link_ring),
+        TL_TEST(test_wire_check_v2_fields),
+        TL_TEST(test_link_peek_copies_once),
+        TL_TEST(test_rx_uses_header_copy),
+        TL_END,
+    };
+    return tl_main(argc, argv, "firmware link", tests);
+}
