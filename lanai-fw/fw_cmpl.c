@@ -23,17 +23,21 @@
 /*
  * Wake-up ordering (every producer, every waiter):
  *   producer: (1) publish the work (link head, CQ tail, status word: a
- *             release store), (2) full fence, (3) set the arrival bit,
- *             (4) full fence, (5) load sleepers; FUTEX_WAKE if non-zero.
- *   waiter:   (a) increment sleepers (a locked RMW: a full fence), (b)
- *             re-check its condition (exchange of the arrival bits, loads
- *             of the link head and the status words), (c) FUTEX_WAIT on
- *             seq only if seq is still what it read before (a).
- * (2) keeps the publish before the load that decides whether the bit needs
- * setting: without it the load could be satisfied early, see a bit the
- * consumer is about to clear, skip the RMW, and leave work with no bit.
- * (4) with (a) is the StoreLoad pair: either the waiter's (b) sees the
- * work, or our (5) sees its sleepers count and wakes it.
+ *             release store); (2) full fence; (3) if the arrival bit is
+ *             clear, set it (a seq_cst RMW) and fence again (4); (5) load
+ *             sleepers; if it is non-zero, bump seq and FUTEX_WAKE.
+ *   waiter:   (a) increment sleepers (an RMW) and fence, (b) re-check its
+ *             condition (exchange of the arrival bits, loads of the link
+ *             head and the status words), (c) FUTEX_WAIT on seq only if
+ *             seq is still what it read before (a).
+ * (2) with (a) is the StoreLoad pair: either (b) sees (1), or (5) sees the
+ * sleeper and wakes it. (2) also keeps (1) before the load of the bit:
+ * without it the load could be satisfied early, see a bit a CQ poller is
+ * about to clear, skip setting it, and leave work with no bit (the hang of
+ * programs that wait only through CQs). (4) orders a bit we set before (5)
+ * for waiters that look only at bits. On the hot path (bit already set)
+ * this is one fence and two loads of lines nobody else writes, which stay
+ * shared between the cores; RMWs there would bounce them per message.
  */
 void fw_notify(struct via_event_page *ev, uint32_t vi_id)
 {
@@ -43,12 +47,12 @@ void fw_notify(struct via_event_page *ev, uint32_t vi_id)
     if (vi_id < VIA_MAX_VI) {
         _Atomic uint64_t *w = &ev->arrived[vi_id / 64];
         uint64_t bit = 1ull << (vi_id % 64);
-        /* Read first: a busy peer keeps the bit set and we skip the RMW. */
-        if (!(atomic_load_explicit(w, memory_order_relaxed) & bit))
+        if (!(atomic_load_explicit(w, memory_order_relaxed) & bit)) { /* (3) */
             atomic_fetch_or_explicit(w, bit, memory_order_seq_cst);
+            atomic_thread_fence(memory_order_seq_cst); /* (4) */
+        }
     }
-    atomic_thread_fence(memory_order_seq_cst); /* (4) */
-    if (atomic_load_explicit(&ev->sleepers, memory_order_relaxed)) {
+    if (atomic_load_explicit(&ev->sleepers, memory_order_relaxed)) { /* (5) */
         atomic_fetch_add(&ev->seq, 1);
         syscall(SYS_futex, &ev->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
     }
@@ -56,11 +60,7 @@ void fw_notify(struct via_event_page *ev, uint32_t vi_id)
 
 void fw_wake_local(struct via_event_page *ev)
 {
-    atomic_thread_fence(memory_order_seq_cst); /* (4): the status store, then sleepers */
-    if (atomic_load_explicit(&ev->sleepers, memory_order_relaxed)) {
-        atomic_fetch_add(&ev->seq, 1);
-        syscall(SYS_futex, &ev->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-    }
+    fw_notify(ev, UINT32_MAX); /* (1) was the status store */
 }
 
 void fw_peer_published(struct fw_vi *vi)

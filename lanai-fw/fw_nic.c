@@ -199,7 +199,7 @@ uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
     if (!recv) {
         /* The NIC's turn at once: with hardware doorbells it is pointed at
          * this VI; a paced NIC's timeline says when its scan found it. */
-        fw_vi_run(vi, false);
+        fw_vi_run_tx(vi);
         if (nic->paced && (vi->wake_peer || vi->held))
             fw_thread_kick(nic); /* left to the NIC: only a deep sleeper needs telling */
     }
@@ -229,6 +229,27 @@ static void held_note(struct fw_vi *vi)
         ;
 }
 
+static void vi_settle(struct fw_vi *vi)
+{
+    if (vi->held)
+        held_note(vi);
+    atomic_store_explicit(&vi->quiet,
+                          vi->chan && !vi->held && !vi->wake_peer && vi->tx == FW_TX_IDLE &&
+                              vi->sq.head == vi->sq.tail && !vi->ack_owed && !vi->nak_owed &&
+                              !vi->in_error,
+                          memory_order_release);
+}
+
+/* The send doorbell's turn (vi->lock held): only the send pipeline. The
+ * receive side is not looked at on a post: its link's head is a line the
+ * peer writes, and reading it would cost a post a cache miss for nothing. */
+void fw_vi_run_tx(struct fw_vi *vi)
+{
+    vi->held = 0;
+    fw_tx_progress(vi);
+    vi_settle(vi);
+}
+
 /* Run one VI's pipelines as far as they go (vi->lock held). may_wake:
  * the caller may pay for a wake owed to the peer (not a post). */
 void fw_vi_run(struct fw_vi *vi, bool may_wake)
@@ -249,8 +270,30 @@ void fw_vi_run(struct fw_vi *vi, bool may_wake)
     if (vi->tx != FW_TX_IDLE)
         fw_tx_progress(vi);
     fw_link_check(vi);
-    if (vi->held)
-        held_note(vi);
+    vi_settle(vi);
+}
+
+/* Nothing for the NIC to do on this VI but wait for the link? Read without
+ * the VI's lock: every word is one the NIC would look at first anyway
+ * (doorbell rings, the link's head and tail, the channel state), and the
+ * quiet flag says the last run left nothing pending besides. A host that
+ * polls in a loop then pays a few loads per turn, not a lock. */
+static bool vi_quiet(struct fw_vi *vi)
+{
+    if (!atomic_load_explicit(&vi->quiet, memory_order_acquire))
+        return false;
+    struct via_chan *chan = atomic_load_explicit(&vi->poll_chan, memory_order_relaxed);
+    struct via_chan_dir *in = atomic_load_explicit(&vi->poll_dir, memory_order_relaxed);
+    if (!chan || !in)
+        return false;
+    const struct via_vi_page *db = vi->db;
+    return atomic_load_explicit(&in->head, memory_order_acquire) ==
+               atomic_load_explicit(&in->tail, memory_order_relaxed) &&
+           atomic_load_explicit(&db->rq.prod, memory_order_relaxed) ==
+               atomic_load_explicit(&db->rq.cons, memory_order_relaxed) &&
+           atomic_load_explicit(&db->sq.prod, memory_order_relaxed) ==
+               atomic_load_explicit(&db->sq.cons, memory_order_relaxed) &&
+           atomic_load_explicit(&chan->state, memory_order_relaxed) == VIA_CHAN_OPEN;
 }
 
 static uint64_t visit(struct fw_nic *nic, unsigned id, bool *did)
@@ -319,6 +362,8 @@ uint64_t nic_vi_progress(struct fw_vi *vi, bool host)
 {
     if (host)
         host_polled(vi->nic);
+    if (vi_quiet(vi))
+        return 0;
     fw_lock(&vi->lock);
     fw_vi_run(vi, true);
     uint64_t held = vi->held;

@@ -402,6 +402,9 @@ void fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t p
 {
     vi->chan = chan;
     fw_link_shm_init(&vi->link, chan, side);
+    atomic_store(&vi->poll_chan, chan);
+    atomic_store(&vi->poll_dir, vi->link.rx);
+    atomic_store(&vi->quiet, false);
     vi->side = side;
     vi->peer_vi = peer_vi;
     vi->peer_ev = peer_ev;
@@ -419,6 +422,9 @@ void fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t p
 void fw_vi_disconnect(struct fw_vi *vi)
 {
     fw_flush(vi);
+    atomic_store(&vi->quiet, false);
+    atomic_store(&vi->poll_dir, NULL);
+    atomic_store(&vi->poll_chan, NULL);
     vi->chan = NULL;
     vi->link = (struct fw_link){0};
     vi->peer_ev = NULL;

@@ -130,6 +130,11 @@ struct fw_vi {
     uint32_t peer_vi;
     struct via_event_page *peer_ev;
     bool wake_peer;         /* a packet was published; the peer's wake is owed */
+    /* For a host's poll without the lock (nic_vi_progress): the last run
+     * left nothing to do but wait for the link, and what to look at. */
+    _Atomic bool quiet;
+    _Atomic(struct via_chan *) poll_chan;
+    _Atomic(struct via_chan_dir *) poll_dir;
 
     /* host side of the doorbell: when each slot was rung (T1) */
     uint64_t db_ring_ns[VIA_DB_SLOTS];
@@ -214,6 +219,8 @@ void fw_vi_disconnect(struct fw_vi *vi);
 /* Both pipelines of a VI as far as they go (fw_nic.c); may_wake: the
  * caller may pay for a wake owed to the peer. */
 void fw_vi_run(struct fw_vi *vi, bool may_wake);
+/* Only the send pipeline (a post's turn). */
+void fw_vi_run_tx(struct fw_vi *vi);
 /* Run the send pipeline as far as it can go; true if work remains. */
 bool fw_tx_progress(struct fw_vi *vi);
 /* R2: take receive doorbells; R3-R6: drain arrived packets. */

@@ -86,7 +86,10 @@ struct vip_cq {
  * completes a work queue in order, so Done/Wait look only at the head. */
 struct vip_queue {
     VIP_DESCRIPTOR *desc[VIA_QUEUE_DEPTH];
-    uint32_t head, tail;
+    /* Written under the VI's lock; head is also read without it, by a
+     * poll that only looks whether the oldest descriptor is done. */
+    _Atomic uint32_t head;
+    uint32_t tail;
 };
 
 struct vip_vi {

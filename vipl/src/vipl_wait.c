@@ -112,11 +112,19 @@ static bool pop_done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out)
 {
     struct vip_queue *q = recv ? &vi->rq : &vi->sq;
     bool got = false;
+    /* Look first, lock only to take: a poll that finds nothing done costs
+     * no lock. (The slot at head is not rewritten while it is posted.) */
+    uint32_t h = atomic_load_explicit(&q->head, memory_order_acquire);
+    if (h == __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE) ||
+        !(__atomic_load_n(&q->desc[h % VIA_QUEUE_DEPTH]->CS.Status, __ATOMIC_ACQUIRE) &
+          VIP_STATUS_DONE))
+        return false;
     pthread_mutex_lock(&vi->lock);
-    if (q->head != q->tail) {
-        VIP_DESCRIPTOR *d = q->desc[q->head % VIA_QUEUE_DEPTH];
+    h = atomic_load_explicit(&q->head, memory_order_relaxed);
+    if (h != q->tail) {
+        VIP_DESCRIPTOR *d = q->desc[h % VIA_QUEUE_DEPTH];
         if (__atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE) {
-            q->head++;
+            atomic_store_explicit(&q->head, h + 1, memory_order_release);
             *out = d;
             got = true;
         }
