@@ -1,12 +1,24 @@
 #!/bin/sh
 # run_tests.sh - run every test binary of $B (default build) against a
 # private vipd; print PASS/FAIL per binary and "N passed, N failed" (CUnit
-# tests over all binaries). Exits non-zero on any failure.
+# tests over all binaries and all runs). Exits non-zero on any failure.
 #
-#   B=build tests/run_tests.sh            all binaries
-#   B=build tests/run_tests.sh test_fw_link    only the binaries named
-#   VALGRIND=1 ...                        each binary under valgrind
-#   TEST_TIMEOUT=300                      seconds per binary
+#   B=build tests/run_tests.sh            all binaries, then the matrix
+#   B=build tests/run_tests.sh test_fw_link    only the binaries named (no matrix
+#                                         unless TEST_MATRIX is set)
+#   VALGRIND=1 ...                        each binary under valgrind (TL_SCALE=100)
+#   TEST_TIMEOUT=300                      seconds per test
+#   TEST_MATRIX=quick|full|none           the conformance matrix (default quick)
+#
+# The vipd has six NICs: via0, via1 native; via2, via3 sbus; via4, via5 pci.
+#
+# The matrix runs the conformance tests again with other NIC profiles and
+# extension modes: TL_PROFILE=sbus|pci makes the tests' via0 and via1 the
+# paced pair (tests/lib/tlib.c, tl_dev) and VIP_EXT_MODE is exported.
+#   quick: native/descriptorless, native/merged, sbus/standard,
+#          pci/descriptorless; counts divided by 10 more (TL_SCALE)
+#   full:  all nine profile/mode combinations, full counts
+# (the first run, native with the environment's mode, is the tenth.)
 set -u
 
 B=${B:-build}
@@ -49,7 +61,8 @@ if [ ! -x "$VIPD" ] || [ ! -x "$VIPCTL" ]; then
     exit 2
 fi
 
-"$VIPD" -f -n 4 --profile via2=sbus --profile via3=sbus -s "$VIPD_SOCKET" -l warn >"$dir/vipd.log" 2>&1 &
+"$VIPD" -f -n 6 --profile via2=sbus --profile via3=sbus \
+    --profile via4=pci --profile via5=pci -s "$VIPD_SOCKET" -l warn >"$dir/vipd.log" 2>&1 &
 vipd_pid=$!
 i=0
 until "$VIPCTL" -s "$VIPD_SOCKET" ping >/dev/null 2>&1; do
@@ -65,72 +78,146 @@ done
 total_pass=0
 total_fail=0
 bad_bins=0
-for t in "$B"/tests/test_*; do
-    [ -x "$t" ] || continue
-    name=$(basename "$t")
-    if [ $# -gt 0 ]; then
-        want=0
-        for a in "$@"; do [ "$a" = "$name" ] && want=1; done
-        [ $want = 1 ] || continue
-    fi
-    # Each test runs in its own process ("=name"), so that a crash fails
-    # that test only and the others still run.
-    list=$("$t" --list 2>/dev/null)
-    if [ -z "$list" ]; then
-        echo "FAIL $name (cannot list its tests)"
-        total_fail=$((total_fail + 1))
-        bad_bins=$((bad_bins + 1))
-        continue
-    fi
-    bp=0
-    bf=0
-    failed_names=""
-    out="$dir/$name.out"
-    : >"$out"
-    for tn in $list; do
-        res="$dir/$name.$tn.result"
-        tout="$dir/$name.$tn.out"
-        rm -f "$res"
-        if [ "${VALGRIND:-0}" = 1 ]; then
-            TL_RESULT="$res" timeout "$TEST_TIMEOUT" valgrind -q --error-exitcode=9 \
-                --leak-check=full "$t" "=$tn" >"$tout" 2>&1
-        else
-            TL_RESULT="$res" timeout "$TEST_TIMEOUT" "$t" "=$tn" >"$tout" 2>&1
+failures=""
+
+# The conformance tests of the matrix: binary, or binary:ERE of its tests.
+MATRIX_TESTS="test_basic test_pingpong test_multi test_ext
+test_progress:^test_cq_(pingpong|stream)_(poll|wait)_native\$"
+
+# run_suite LABEL [NAME[:ERE]]...: run the binaries named (all if none),
+# only their tests matching ERE if given; add to the totals. LABEL names the
+# run in every line printed about it.
+run_suite() {
+    label=$1
+    shift
+    for t in "$B"/tests/test_*; do
+        [ -x "$t" ] || continue
+        name=$(basename "$t")
+        ere=""
+        if [ $# -gt 0 ]; then
+            want=0
+            for a in "$@"; do
+                case $a in
+                "$name") want=1 ;;
+                "$name":*) want=1 ere=${a#*:} ;;
+                esac
+            done
+            [ $want = 1 ] || continue
         fi
-        rc=$?
-        p=0
-        f=0
-        if [ -s "$res" ]; then
-            read -r p f <"$res"
+        # Each test runs in its own process ("=name"), so that a crash fails
+        # that test only and the others still run.
+        list=$("$t" --list 2>/dev/null)
+        [ -n "$ere" ] && list=$(printf '%s\n' "$list" | grep -E "$ere")
+        if [ -z "$list" ]; then
+            echo "FAIL $name$label (cannot list its tests)"
+            total_fail=$((total_fail + 1))
+            bad_bins=$((bad_bins + 1))
+            failures="$failures $name${label# }"
+            continue
         fi
-        if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
-            # Crashed, timed out, or valgrind found errors outside any assertion.
+        bp=0
+        bf=0
+        bt0=$(date +%s)
+        failed_names=""
+        out="$dir/$name.out"
+        : >"$out"
+        for tn in $list; do
+            res="$dir/$name.$tn.result"
+            tout="$dir/$name.$tn.out"
+            rm -f "$res"
+            if [ "${VALGRIND:-0}" = 1 ]; then
+                TL_RESULT="$res" timeout "$TEST_TIMEOUT" valgrind -q --error-exitcode=9 \
+                    --leak-check=full "$t" "=$tn" >"$tout" 2>&1
+            else
+                TL_RESULT="$res" timeout "$TEST_TIMEOUT" "$t" "=$tn" >"$tout" 2>&1
+            fi
+            rc=$?
             p=0
-            f=1
-            case $rc in
-            124) echo "    $tn: timed out after ${TEST_TIMEOUT}s" >>"$tout" ;;
-            9) echo "    $tn: valgrind reported errors" >>"$tout" ;;
-            *) [ $rc -gt 128 ] && echo "    $tn: killed by signal $((rc - 128))" >>"$tout" ;;
-            esac
-        fi
-        bp=$((bp + p))
-        bf=$((bf + f))
-        if [ "$f" -ne 0 ]; then
-            failed_names="$failed_names $tn"
-            cat "$tout" >>"$out"
+            f=0
+            if [ -s "$res" ]; then
+                read -r p f <"$res"
+            fi
+            if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
+                # Crashed, timed out, or valgrind found errors outside any assertion.
+                p=0
+                f=1
+                case $rc in
+                124) echo "    $tn: timed out after ${TEST_TIMEOUT}s" >>"$tout" ;;
+                9) echo "    $tn: valgrind reported errors" >>"$tout" ;;
+                *) [ $rc -gt 128 ] && echo "    $tn: killed by signal $((rc - 128))" >>"$tout" ;;
+                esac
+            fi
+            bp=$((bp + p))
+            bf=$((bf + f))
+            if [ "$f" -ne 0 ]; then
+                failed_names="$failed_names $tn"
+                failures="$failures $name${label# }:$tn"
+                cat "$tout" >>"$out"
+            fi
+        done
+        total_pass=$((total_pass + bp))
+        total_fail=$((total_fail + bf))
+        secs=$(($(date +%s) - bt0))
+        if [ "$bf" -eq 0 ]; then
+            echo "PASS $name$label ($bp tests, $secs s)"
+        else
+            bad_bins=$((bad_bins + 1))
+            echo "FAIL $name$label ($bp passed, $bf failed:$failed_names; $secs s);" \
+                "output of the failures:"
+            grep -v -e '^$' -e 'CUnit - A unit testing' -e 'cunit.sourceforge' -e '\.\.\.passed$' \
+                -e '^Suite: ' "$out" | sed 's/^/    /'
         fi
     done
-    total_pass=$((total_pass + bp))
-    total_fail=$((total_fail + bf))
-    if [ "$bf" -eq 0 ]; then
-        echo "PASS $name ($bp tests)"
-    else
-        bad_bins=$((bad_bins + 1))
-        echo "FAIL $name ($bp passed, $bf failed:$failed_names); output of the failures:"
-        grep -v -e '^$' -e 'CUnit - A unit testing' -e 'cunit.sourceforge' -e '\.\.\.passed$' \
-            -e '^Suite: ' "$out" | sed 's/^/    /'
-    fi
+}
+
+scale=${TL_SCALE:-1}
+[ "${VALGRIND:-0}" = 1 ] && [ -z "${TL_SCALE:-}" ] && scale=100
+TL_SCALE=$scale
+export TL_SCALE
+
+t0=$(date +%s)
+run_suite "" "$@"
+
+# With binaries named, the matrix runs only if TEST_MATRIX asks, and only
+# for those binaries.
+matrix=${TEST_MATRIX:-quick}
+if [ $# -gt 0 ]; then
+    [ -n "${TEST_MATRIX:-}" ] || matrix=none
+    picked=""
+    for m in $MATRIX_TESTS; do
+        for a in "$@"; do [ "$a" = "${m%%:*}" ] && picked="$picked $m"; done
+    done
+    MATRIX_TESTS=$picked
+    [ -n "$picked" ] || matrix=none
+fi
+case $matrix in
+quick)
+    combos="native/descriptorless native/merged sbus/standard pci/descriptorless"
+    mscale=$((scale * 10))
+    ;;
+full)
+    combos=""
+    for p in native sbus pci; do
+        for m in standard descriptorless merged; do combos="$combos $p/$m"; done
+    done
+    mscale=$scale
+    ;;
+none) combos="" ;;
+*)
+    echo "run_tests: TEST_MATRIX=$matrix: not quick, full or none" >&2
+    exit 2
+    ;;
+esac
+for combo in $combos; do
+    echo "-- matrix $combo (TL_SCALE=$mscale)"
+    TL_PROFILE=${combo%/*}
+    VIP_EXT_MODE=${combo#*/}
+    TL_SCALE=$mscale
+    export TL_PROFILE VIP_EXT_MODE TL_SCALE
+    # shellcheck disable=SC2086
+    run_suite " [$combo]" $MATRIX_TESTS
 done
+echo "(all runs: $(($(date +%s) - t0)) s)"
 
 if ! "$VIPCTL" -s "$VIPD_SOCKET" ping >/dev/null 2>&1; then
     echo "run_tests: vipd died during the tests; its log:" >&2
@@ -138,5 +225,6 @@ if ! "$VIPCTL" -s "$VIPD_SOCKET" ping >/dev/null 2>&1; then
     total_fail=$((total_fail + 1))
 fi
 
+[ -n "$failures" ] && echo "failed:$failures"
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ] && [ $bad_bins -eq 0 ]

@@ -69,11 +69,11 @@ static int vi_index(struct side *s, VIP_VI_HANDLE v)
     return -1;
 }
 
-static VIP_RETURN many_setup(struct side *s)
+static VIP_RETURN many_setup(struct side *s, const char *dev)
 {
     VIP_RETURN rc;
     memset(s, 0, sizeof *s);
-    if ((rc = tl_open(&s->t, "via0")) != VIP_SUCCESS ||
+    if ((rc = tl_open(&s->t, dev)) != VIP_SUCCESS ||
         (rc = tl_buf_alloc(&s->t, &s->b, 65536u + 4096u * 2 * NVI)) != VIP_SUCCESS ||
         (rc = VipCreateCQ(s->t.nic, 4 * NVI, &s->scq)) != VIP_SUCCESS ||
         (rc = VipCreateCQ(s->t.nic, 4 * NVI, &s->rcq)) != VIP_SUCCESS)
@@ -188,7 +188,9 @@ static int many_client(void *arg)
     struct many *m = arg;
     struct side s;
     char why[256];
-    TC_RC(many_setup(&s), VIP_SUCCESS);
+    /* on the other NIC: a paced profile's SRAM holds too few doorbell pages
+     * for both sides' VIs on one NIC (pci: 112) */
+    TC_RC(many_setup(&s, "via1"), VIP_SUCCESS);
     for (int i = 0; i < NVI; i++)
         TC_RC(tl_request(&s.t, s.vi[i], "via0", m->disc[i], 20000), VIP_SUCCESS);
     for (unsigned r = 0; r < ROUNDS; r++) {
@@ -227,7 +229,7 @@ static void test_many_vis_with_cqs(void)
     for (int i = 0; i < NVI; i++)
         tl_discrim(m.disc[i], "v");
     TCHK(tl_spawn(&ch, many_client, &m) == 0);
-    TRC(many_setup(&s), VIP_SUCCESS);
+    TRC(many_setup(&s, "via0"), VIP_SUCCESS);
     for (int i = 0; i < NVI; i++)
         TRC(tl_accept(&s.t, s.vi[i], m.disc[i], 20000), VIP_SUCCESS);
     for (int i = 0; i < NVI; i++)

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,11 @@ int tl_main(int argc, char **argv, const char *suite_name, const struct tl_test 
      * error; the tests install their own where they look at errors. */
     setenv("VIP_QUIET", "1", 0);
     signal(SIGPIPE, SIG_IGN);
+    const char *prof = getenv("TL_PROFILE");
+    if (prof && *prof && strcmp(prof, "native") && strcmp(prof, "sbus") && strcmp(prof, "pci")) {
+        fprintf(stderr, "TL_PROFILE=%s: not native, sbus or pci\n", prof);
+        return 2;
+    }
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
     CU_pSuite s = CU_add_suite(suite_name, NULL, NULL);
@@ -92,10 +98,48 @@ uint64_t tl_now_ms(void)
 
 /* ---- NIC and memory ---------------------------------------------------------------- */
 
+const char *tl_dev(const char *dev)
+{
+    static const char *const sbus[2] = {"via2", "via3"}, *const pci[2] = {"via4", "via5"};
+    const char *prof = getenv("TL_PROFILE");
+    if (!dev || !prof || (strcmp(dev, "via0") && strcmp(dev, "via1")))
+        return dev;
+    int i = dev[3] - '0';
+    if (strcmp(prof, "sbus") == 0)
+        return sbus[i];
+    if (strcmp(prof, "pci") == 0)
+        return pci[i];
+    return dev;
+}
+
+int tl_dev_paced(const char *dev)
+{
+    char args[64], out[4096];
+    snprintf(args, sizeof args, "profile %s", tl_dev(dev));
+    if (tl_vipctl(args, out, sizeof out) != 0)
+        return -1;
+    const char *line = strstr(out, "profile:");
+    if (!line)
+        return -1;
+    const char *eol = strchr(line, '\n');
+    const char *paced = strstr(line, "(paced)");
+    return paced && (!eol || paced < eol);
+}
+
+unsigned tl_count(unsigned dflt, unsigned full)
+{
+    const char *f = getenv("TL_FULL"), *sc = getenv("TL_SCALE");
+    unsigned n = f && strcmp(f, "1") == 0 ? full : dflt;
+    unsigned long d = sc && *sc ? strtoul(sc, NULL, 10) : 1;
+    if (d > 1)
+        n = (unsigned)(n / d);
+    return n ? n : 1;
+}
+
 VIP_RETURN tl_open(struct tl_nic *t, const char *dev)
 {
     memset(t, 0, sizeof *t);
-    VIP_RETURN rc = VipOpenNic(dev, &t->nic);
+    VIP_RETURN rc = VipOpenNic(tl_dev(dev), &t->nic);
     if (rc != VIP_SUCCESS)
         return rc;
     rc = VipQueryNic(t->nic, &t->attr);
@@ -241,7 +285,7 @@ VIP_NET_ADDRESS *tl_addr(VIP_NIC_HANDLE nic, const char *host, const char *disc)
     VIP_NET_ADDRESS *a = calloc(1, sizeof *a + 6 + dl);
     if (!a)
         return NULL;
-    if (VipNSGetHostByName(nic, (VIP_CHAR *)host, a, 0) != VIP_SUCCESS ||
+    if (VipNSGetHostByName(nic, (VIP_CHAR *)tl_dev(host), a, 0) != VIP_SUCCESS ||
         a->HostAddressLen != 6) {
         free(a);
         return NULL;
@@ -489,6 +533,50 @@ int tl_child_wait(struct tl_child *c, int timeout_ms)
         return -1;
     }
     return have ? -1 : 0;
+}
+
+int tl_gather(struct tl_child *c, unsigned n, char tok, int timeout_ms, int (*tick)(void *),
+              void *arg)
+{
+    enum { MAXC = 16 };
+    if (n > MAXC)
+        return -1;
+    bool got[MAXC] = {false};
+    unsigned have = 0;
+    uint64_t deadline = tl_now_ms() + (uint64_t)timeout_ms;
+    while (have < n) {
+        struct pollfd p[MAXC];
+        unsigned idx[MAXC], np = 0;
+        for (unsigned i = 0; i < n; i++)
+            if (!got[i]) {
+                if (c[i].to_parent < 0)
+                    return -1;
+                p[np] = (struct pollfd){.fd = c[i].to_parent, .events = POLLIN};
+                idx[np++] = i;
+            }
+        uint64_t now = tl_now_ms();
+        if (now >= deadline)
+            return -1;
+        int wait = deadline - now < 200 ? (int)(deadline - now) : 200;
+        int r = poll(p, np, wait);
+        if (r < 0 && errno != EINTR)
+            return -1;
+        for (unsigned k = 0; r > 0 && k < np; k++) {
+            if (!p[k].revents)
+                continue;
+            unsigned char b;
+            ssize_t m = read(p[k].fd, &b, 1);
+            if (m < 0 && errno == EINTR)
+                continue;
+            if (m != 1 || b != (unsigned char)tok)
+                return -1; /* exited (EOF) or out of step */
+            got[idx[k]] = true;
+            have++;
+        }
+        if (have < n && tick && tick(arg))
+            return -1;
+    }
+    return 0;
 }
 
 void tl_child_kill(struct tl_child *c)

@@ -84,6 +84,17 @@ void tl_child_fail(const char *file, int line, const char *fmt, ...)
     } while (0)
 
 /* ---- NIC, ptag, registered buffers ------------------------------------------ */
+/* The device a test means by `dev`: with TL_PROFILE=sbus (pci), "via0" and
+ * "via1" name via2 and via3 (via4 and via5), the paced pairs of the vipd that
+ * tests/run_tests.sh starts; any other name, or TL_PROFILE unset or
+ * "native", is itself. tl_open and tl_addr (host names) go through it. */
+const char *tl_dev(const char *dev);
+/* 1 if the NIC tl_dev(dev) is paced (asks vipctl), 0 if not, -1 if unknown. */
+int tl_dev_paced(const char *dev);
+/* A repetition count: dflt, or full with TL_FULL=1; divided by TL_SCALE
+ * (slow builds: valgrind, sanitizers); at least 1. */
+unsigned tl_count(unsigned dflt, unsigned full);
+
 struct tl_nic {
     VIP_NIC_HANDLE nic;
     VIP_PROTECTION_HANDLE ptag;
@@ -174,6 +185,12 @@ int tl_parent_take(struct tl_child *c, int timeout_ms);
 int tl_child_wait(struct tl_child *c, int timeout_ms);
 /* SIGKILL and reap (for cleanup paths). */
 void tl_child_kill(struct tl_child *c);
+/* Wait, up to timeout_ms in all, until each of the n children c[0..n-1] has
+ * posted the token tok. Every ~200 ms, tick(arg) (if not NULL) may give up
+ * by returning nonzero. 0 when all posted; -1 when one exited or posted
+ * another token, on timeout, or when tick gave up. */
+int tl_gather(struct tl_child *c, unsigned n, char tok, int timeout_ms, int (*tick)(void *),
+              void *arg);
 /* CU_ASSERT that the child succeeded, printing its report. */
 #define TCHILD_OK(c, ms)                                                                  \
     do {                                                                                  \

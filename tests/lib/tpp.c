@@ -18,7 +18,7 @@ void tpp_defaults(struct tpp_cfg *c, VIP_RELIABILITY_LEVEL rel, unsigned nmsgs,
     snprintf(c->srv_dev, sizeof c->srv_dev, "via0");
     snprintf(c->cli_dev, sizeof c->cli_dev, "via0");
     tl_discrim(c->disc, "pp");
-    c->nmsgs = nmsgs;
+    c->nmsgs = tl_count(nmsgs, nmsgs);
     c->kind = kind;
     c->sseg = 1;
     c->rseg = 1;
@@ -138,6 +138,37 @@ static int send_msg(struct side *s, unsigned i, uint8_t *data, VIP_MEM_HANDLE mh
     return 0;
 }
 
+/*
+ * Before either side disconnects: a paced NIC completes the server's last
+ * echo (T6) a little after the client has it, and a disconnect flushes what
+ * has not completed. So the server sends an empty message once that echo
+ * has completed, and the client leaves only when it has that message. The
+ * message itself may complete flushed: the client leaves as it lands.
+ */
+static int bye(struct side *s, int server)
+{
+    VIP_DESCRIPTOR *d = NULL;
+    VIP_RETURN rc;
+    if (server) {
+        VIP_DESCRIPTOR *sd = (VIP_DESCRIPTOR *)(void *)s->desc.p;
+        tl_desc_build(sd, VIP_CONTROL_OP_SENDRECV, 0, 0, NULL, NULL, 0);
+        if ((rc = VipPostSend(s->vi, sd, s->desc.mh)) != VIP_SUCCESS)
+            return fail(s, "bye: VipPostSend: %s (%s)", vip_strerror(rc), vip_last_error());
+        if ((rc = VipSendWait(s->vi, s->c->timeout, &d)) != VIP_SUCCESS)
+            return fail(s, "bye: VipSendWait: %s (%s)", vip_strerror(rc), vip_last_error());
+        uint32_t st = d->CS.Status & ~(uint32_t)VIP_STATUS_DESC_FLUSHED_ERROR;
+        if (d != sd || (st & (VIP_STATUS_DONE | VIP_STATUS_ERROR_MASK)) != VIP_STATUS_DONE)
+            return fail(s, "bye: send status 0x%x", d->CS.Status);
+        return 0;
+    }
+    if ((rc = VipRecvWait(s->vi, s->c->timeout, &d)) != VIP_SUCCESS)
+        return fail(s, "bye: VipRecvWait: %s (%s)", vip_strerror(rc), vip_last_error());
+    if (d != rdesc(s, s->c->nmsgs % s->c->nrecv) || d->CS.Length != 0 ||
+        (d->CS.Status & (VIP_STATUS_DONE | VIP_STATUS_ERROR_MASK)) != VIP_STATUS_DONE)
+        return fail(s, "bye: receive status 0x%x, Length %u", d->CS.Status, d->CS.Length);
+    return 0;
+}
+
 static void side_close(struct side *s)
 {
     if (s->vi) {
@@ -202,6 +233,8 @@ int tpp_side(const struct tpp_cfg *c, int server, char *err, size_t cap)
                 tl_child_post('n');
         }
     }
+    if (bye(&s, server))
+        goto out;
     r = 0;
 out:
     side_close(&s);
