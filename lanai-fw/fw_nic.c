@@ -296,12 +296,26 @@ static bool vi_quiet(struct fw_vi *vi)
            atomic_load_explicit(&chan->state, memory_order_relaxed) == VIA_CHAN_OPEN;
 }
 
-static uint64_t visit(struct fw_nic *nic, unsigned id, bool *did)
+static uint64_t visit(struct fw_nic *nic, unsigned id, bool *did, bool yield)
 {
     struct fw_vi *vi = vi_get(nic, id);
     if (!vi)
         return 0;
-    fw_lock(&vi->lock);
+    if (yield) {
+        /* The NIC's thread leaves alone a VI a host thread polls (it is
+         * looked after), and never waits for one that is in it: it looks
+         * again later (the bit stays set). */
+        uint32_t hp = atomic_load_explicit(&vi->host_polls, memory_order_relaxed);
+        bool polled = hp != vi->thread_seen;
+        vi->thread_seen = hp;
+        if (polled || !fw_trylock(&vi->lock)) {
+            fw_want_visit(vi);
+            vi_put(vi);
+            return 0;
+        }
+    } else {
+        fw_lock(&vi->lock);
+    }
     uint64_t before = vi_sig(vi);
     fw_vi_run(vi, true);
     if (vi_sig(vi) != before)
@@ -317,7 +331,7 @@ static inline uint64_t take(_Atomic uint64_t *w)
     return atomic_load_explicit(w, memory_order_relaxed) ? atomic_exchange(w, 0) : 0;
 }
 
-uint64_t fw_progress(struct fw_nic *nic, bool *did)
+uint64_t fw_progress(struct fw_nic *nic, bool *did, bool yield)
 {
     uint64_t now = hal_now_ns(), held_min = 0;
     bool held_due = atomic_load_explicit(&nic->held_min, memory_order_relaxed) <= now;
@@ -330,7 +344,7 @@ uint64_t fw_progress(struct fw_nic *nic, bool *did)
         while (bits) {
             unsigned id = w * 64 + (unsigned)__builtin_ctzll(bits);
             bits &= bits - 1;
-            uint64_t h = visit(nic, id, did);
+            uint64_t h = visit(nic, id, did, yield);
             if (h && (!held_min || h < held_min))
                 held_min = h;
         }
@@ -341,27 +355,35 @@ uint64_t fw_progress(struct fw_nic *nic, bool *did)
     return held_min;
 }
 
+/* Lossy when threads race, which is fine: the NIC thread only asks
+ * whether a counter moved. */
+static inline void bump(_Atomic uint32_t *c)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
 static void host_polled(struct fw_nic *nic)
 {
-    /* Lossy when threads race, which is fine: the NIC thread only asks
-     * whether it moved. */
-    atomic_store_explicit(&nic->host_polls,
-                          atomic_load_explicit(&nic->host_polls, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
+    bump(&nic->host_polls);
 }
 
 uint64_t nic_progress(struct fw_nic *nic, bool host)
 {
     bool did = false;
-    if (host)
+    if (host) {
         host_polled(nic);
-    return fw_progress(nic, &did);
+        bump(&nic->host_polls_all); /* every VI is looked after */
+    }
+    return fw_progress(nic, &did, false);
 }
 
 uint64_t nic_vi_progress(struct fw_vi *vi, bool host)
 {
-    if (host)
+    if (host) {
         host_polled(vi->nic);
+        bump(&vi->host_polls);
+    }
     if (vi_quiet(vi))
         return 0;
     fw_lock(&vi->lock);

@@ -31,7 +31,7 @@
 #include "fw_hal.h"
 
 #define FW_SPIN_NS 20000u     /* poll for work this long before sleeping */
-#define FW_DOZE_NS 500000u   /* look again this often while the host polls */
+#define FW_DOZE_NS 500000u  /* look again this often while the host polls */
 #define FW_DEEP_NS 20000000u  /* no work for this long: sleep with no timer */
 
 const char *const fw_thread_state_name[FW_THREAD_NSTATES] = {
@@ -61,6 +61,7 @@ struct fw_loop {
     uint32_t polls_seen;
     uint64_t last_work;  /* when we last found something to do */
     uint64_t held;       /* earliest held effect, 0 = none */
+    uint32_t all_seen;   /* host_polls_all when the doze began */
 };
 
 static void set_state(struct fw_nic *nic, enum fw_thread_state s)
@@ -72,16 +73,21 @@ static enum fw_thread_state st_run(struct fw_loop *lp)
 {
     struct fw_nic *nic = lp->nic;
     bool did = false;
-    lp->held = fw_progress(nic, &did);
+    lp->held = fw_progress(nic, &did, true);
     uint64_t now = hal_now_ns();
-    if (did) {
-        lp->last_work = now;
-        return FW_THREAD_RUN;
-    }
+    /* A host thread is progressing: leave it the work, even while there is
+     * work. Two parties on one VI's stream only take turns at its lock,
+     * and on two cores they take the CPU from the peer. */
     uint32_t polls = atomic_load_explicit(&nic->host_polls, memory_order_relaxed);
     if (polls != lp->polls_seen) {
         lp->polls_seen = polls;
+        if (did)
+            lp->last_work = now;
         return FW_THREAD_DOZE;
+    }
+    if (did) {
+        lp->last_work = now;
+        return FW_THREAD_RUN;
     }
     if (lp->held && lp->held <= now + FW_SPIN_NS)
         return FW_THREAD_RUN; /* a held effect is due any moment */
@@ -95,12 +101,17 @@ static enum fw_thread_state st_run(struct fw_loop *lp)
 static enum fw_thread_state st_doze(struct fw_loop *lp)
 {
     struct fw_nic *nic = lp->nic;
+    lp->all_seen = atomic_load_explicit(&nic->host_polls_all, memory_order_relaxed);
     uint64_t ns = FW_DOZE_NS, now = hal_now_ns();
     if (lp->held && lp->held > now && lp->held - now < ns)
         ns = lp->held - now;
     set_state(nic, FW_THREAD_DOZE);
     futex_wait_ns(&nic->doze, 0, ns);
     set_state(nic, FW_THREAD_RUN);
+    /* A host thread that polls the CQs looks after every VI: doze on. */
+    if (atomic_load_explicit(&nic->host_polls_all, memory_order_relaxed) != lp->all_seen &&
+        !atomic_load_explicit(&nic->stop, memory_order_relaxed))
+        return FW_THREAD_DOZE;
     return FW_THREAD_RUN; /* one pass: a VI nobody polls waits at most a doze */
 }
 

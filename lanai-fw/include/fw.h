@@ -54,6 +54,11 @@ static inline void fw_lock(struct fw_lock *l)
         }
     }
 }
+static inline bool fw_trylock(struct fw_lock *l)
+{
+    return !atomic_load_explicit(&l->held, memory_order_relaxed) &&
+           !atomic_exchange_explicit(&l->held, 1, memory_order_acquire);
+}
 static inline void fw_unlock(struct fw_lock *l)
 {
     atomic_store_explicit(&l->held, 0, memory_order_release);
@@ -133,6 +138,8 @@ struct fw_vi {
     /* For a host's poll without the lock (nic_vi_progress): the last run
      * left nothing to do but wait for the link, and what to look at. */
     _Atomic bool quiet;
+    _Atomic uint32_t host_polls; /* bumped by host threads polling this VI */
+    uint32_t thread_seen;        /* the NIC thread's last look at host_polls */
     _Atomic(struct via_chan *) poll_chan;
     _Atomic(struct via_chan_dir *) poll_dir;
 
@@ -206,6 +213,7 @@ struct fw_nic {
     pthread_t thread;
     _Atomic uint32_t stop;
     _Atomic uint32_t host_polls;     /* bumped by host threads that progress */
+    _Atomic uint32_t host_polls_all; /* ... all VIs at once (CQ polls) */
     _Atomic uint32_t doze;           /* futex word the thread dozes on */
 };
 
@@ -304,8 +312,9 @@ void fw_thread_start(struct fw_nic *nic);
 void fw_thread_stop(struct fw_nic *nic);
 /* Work was left for the thread by a path that may not wait for it. */
 void fw_thread_kick(struct fw_nic *nic);
-/* One pass over the VIs with work (fw_nic.c); *did set if any moved. */
-uint64_t fw_progress(struct fw_nic *nic, bool *did);
+/* One pass over the VIs with work (fw_nic.c); *did set if any moved.
+ * yield: skip (and flag again) a VI another thread is in. */
+uint64_t fw_progress(struct fw_nic *nic, bool *did, bool yield);
 
 /* ---- trace ------------------------------------------------------------------ */
 void fw_trace(struct fw_nic *nic, enum via_stage st, uint32_t vi, uint32_t seq, uint32_t len,
