@@ -58,6 +58,10 @@ static int echo_server(void *arg)
         TC_RC(VipSendWait(vi, 20000, &s), VIP_SUCCESS);
         TC_CHECK((s->CS.Status & VIP_STATUS_ERROR_MASK) == 0);
     }
+    /* The client disconnects only after this: a paced NIC completes the last
+     * echo (T6) a little after the client has it, and a disconnect would
+     * flush it. */
+    TC_CHECK(tl_child_post('d') == 0);
     TC_CHECK(tl_child_take(20000) == 'q');
     VipDisconnect(vi);
     VipDestroyVi(vi);
@@ -113,6 +117,7 @@ static void run_mode(VIP_EXT_MODE mode, VIP_ULONG max, uint32_t st_send[][2],
             TRC(VipPostRecv(vi, rd, desc.mh), VIP_SUCCESS);
         }
     }
+    TCHK(tl_parent_take(&ch, 20000) == 'd'); /* the server's last echo completed */
     struct vip_vi *v = vi;
     *fast = atomic_load(&v->db->cnt.tx_descless) + atomic_load(&v->db->cnt.tx_merged);
 out:

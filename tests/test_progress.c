@@ -2,24 +2,27 @@
  * test_progress.c - programs written the way VIPL programs are written, and
  * a NIC that makes progress on its own.
  *
- * 1. Completion through completion queues only (tests/lib/tcq.c): client and
- *    server each have ONE CQ that both work queues of four VIs complete into;
- *    a verified ping-pong rotating over the VIs and a credit-controlled
- *    stream with 32 sends outstanding, learning every completion from
- *    VipCQDone (polling) or VipCQWait (sleeping, VIP_WAIT_SPIN_US=0), on the
- *    native, sbus and pci NIC pairs, and the ping-pong again beside two
- *    busy-looping processes.
- * 2. The NIC progresses while the host does not call VIPL:
- *    (a) a receiver posts receives and then only reads the descriptors'
- *        Status words in memory: the messages must arrive;
- *    (b) a sender posts and then computes for 300 ms without calling VIPL:
- *        the receiver, waiting in VipRecvWait, must have the messages long
- *        before that computation ends.
- *    Each in every profile and every VIP_EXT_MODE, one message and several.
+ * 1. Completion through completion queues only (tests/lib/tcq.c): server and
+ *    client, on the two NICs of a pair, each have ONE CQ that both work
+ *    queues of four VIs complete into; a verified ping-pong rotating over
+ *    the VIs, and a credit-controlled stream with 32 sends outstanding; every
+ *    completion learned from VipCQDone (polling) or VipCQWait (sleeping,
+ *    VIP_WAIT_SPIN_US=0), then taken with VipSendDone/VipRecvDone. 10^6
+ *    round trips (messages) native, 2*10^4 paced; the ping-pong once more
+ *    beside two busy-looping processes (a tenth of that).
+ * 2. The NIC progresses while its host does not call VIPL:
+ *    (a) a receiver posts receives, then only reads the descriptors' Status
+ *        words in memory (5 s at most): the messages must arrive whole;
+ *    (b) a sender posts, then computes for 300 ms without calling VIPL; the
+ *        receiver, waiting in VipRecvWait from when all is posted, must have
+ *        the messages at least 100 ms before that computation ends (one
+ *        small message, eight of 4 bytes to 100 KB, one of 1 MiB: more than
+ *        the link holds).
+ *    Each with every VIP_EXT_MODE.
  *
- * NIC pairs of the vipd of tests/run_tests.sh: via0/via1 native (TL_PROFILE
- * maps them onto a paced pair), via2/via3 sbus, via4/via5 pci. Counts:
- * TL_FULL=1, TL_SCALE (tlib.h).
+ * Every test in each profile: NIC pairs via0/via1 native (TL_PROFILE maps
+ * them onto a paced pair, tlib.h), via2/via3 sbus, via4/via5 pci, as
+ * tests/run_tests.sh starts vipd. Counts: TL_FULL=1, TL_SCALE (tlib.h).
  */
 #include <stdatomic.h>
 #include <stdio.h>

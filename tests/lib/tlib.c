@@ -8,8 +8,8 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdbool.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -557,8 +557,8 @@ int tl_gather(struct tl_child *c, unsigned n, char tok, int timeout_ms, int (*ti
         uint64_t now = tl_now_ms();
         if (now >= deadline)
             return -1;
-        int wait = deadline - now < 200 ? (int)(deadline - now) : 200;
-        int r = poll(p, np, wait);
+        int ms = deadline - now < 200 ? (int)(deadline - now) : 200;
+        int r = poll(p, np, ms);
         if (r < 0 && errno != EINTR)
             return -1;
         for (unsigned k = 0; r > 0 && k < np; k++) {
