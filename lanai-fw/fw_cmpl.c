@@ -63,10 +63,42 @@ void fw_wake_local(struct via_event_page *ev)
     fw_notify(ev, UINT32_MAX); /* (1) was the status store */
 }
 
+/*
+ * The wakes a turn of the NIC owes (its packets published to the peer, its
+ * completions written here), done once at the end of the turn: one fence
+ * (2) covers every publish and status store of the turn, on the hot path
+ * of a ping-pong one fence for both the peer's wake-up and ours.
+ */
+void fw_vi_wakes(struct fw_vi *vi)
+{
+    if (!vi->owe_peer && !vi->owe_local)
+        return;
+    atomic_thread_fence(memory_order_seq_cst); /* (2) */
+    struct via_event_page *pe = vi->owe_peer ? vi->peer_ev : NULL;
+    if (pe && vi->peer_vi < VIA_MAX_VI) {
+        _Atomic uint64_t *w = &pe->arrived[vi->peer_vi / 64];
+        uint64_t bit = 1ull << (vi->peer_vi % 64);
+        if (!(atomic_load_explicit(w, memory_order_relaxed) & bit)) { /* (3) */
+            atomic_fetch_or_explicit(w, bit, memory_order_seq_cst);
+            atomic_thread_fence(memory_order_seq_cst); /* (4) */
+        }
+    }
+    struct via_event_page *me = vi->owe_local ? vi->nic->ev : NULL;
+    vi->owe_peer = vi->owe_local = false;
+    if (pe && atomic_load_explicit(&pe->sleepers, memory_order_relaxed)) { /* (5) */
+        atomic_fetch_add(&pe->seq, 1);
+        syscall(SYS_futex, &pe->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    }
+    if (me && atomic_load_explicit(&me->sleepers, memory_order_relaxed)) { /* (5) */
+        atomic_fetch_add(&me->seq, 1);
+        syscall(SYS_futex, &me->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    }
+}
+
 void fw_peer_published(struct fw_vi *vi)
 {
     if (!vi->nic->paced) {
-        fw_notify(vi->peer_ev, vi->peer_vi);
+        vi->owe_peer = true; /* at the end of this turn (fw_vi_wakes) */
         return;
     }
     /* The bit now (a polling peer sees the packet at once), the wake later. */
@@ -143,8 +175,9 @@ void fw_updt(struct fw_vi *vi, const struct fw_xdes *d, bool recv, uint32_t stat
     struct fw_cq *cq = recv ? vi->rcq : vi->scq;
     if (cq)
         cq_post(vi, cq, recv);
-    /* A thread of this process may sleep in a wait (per VI or on a CQ). */
-    fw_wake_local(vi->nic->ev);
+    /* A thread of this process may sleep in a wait (per VI or on a CQ):
+     * woken at the end of this turn (fw_vi_wakes). */
+    vi->owe_local = true;
 }
 
 /* Complete a token that never got its descriptor staged. */

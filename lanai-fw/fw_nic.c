@@ -120,6 +120,7 @@ void nic_vi_destroy(struct fw_vi *vi)
     fw_lock(&vi->lock);
     if (vi->chan)
         fw_vi_disconnect(vi);
+    fw_vi_wakes(vi);
     fw_unlock(&vi->lock);
     free(vi);
 }
@@ -153,6 +154,7 @@ void nic_vi_disconnect(struct fw_vi *vi)
 {
     fw_lock(&vi->lock);
     fw_vi_disconnect(vi);
+    fw_vi_wakes(vi);
     fw_unlock(&vi->lock);
 }
 
@@ -231,6 +233,7 @@ static void held_note(struct fw_vi *vi)
 
 static void vi_settle(struct fw_vi *vi)
 {
+    fw_vi_wakes(vi);
     if (vi->held)
         held_note(vi);
     atomic_store_explicit(&vi->quiet,

@@ -134,7 +134,8 @@ struct fw_vi {
     int side;               /* 0 requester, 1 acceptor */
     uint32_t peer_vi;
     struct via_event_page *peer_ev;
-    bool wake_peer;         /* a packet was published; the peer's wake is owed */
+    bool wake_peer;         /* paced: a packet was published; the peer's wake is owed */
+    bool owe_peer, owe_local; /* wakes owed at the end of this turn (fw_vi_wakes) */
     /* For a host's poll without the lock (nic_vi_progress): the last run
      * left nothing to do but wait for the link, and what to look at. */
     _Atomic bool quiet;
@@ -280,6 +281,9 @@ void fw_vi_error(struct fw_vi *vi, uint32_t code, uint64_t desc_va);
 void fw_notify(struct via_event_page *ev, uint32_t vi_id);
 /* Wake this process's sleepers (a completion was written). */
 void fw_wake_local(struct via_event_page *ev);
+/* The wakes owed by this turn of the NIC (vi->lock held): called at the
+ * end of every turn (fw_nic.c). */
+void fw_vi_wakes(struct fw_vi *vi);
 /* A packet for the peer is on the link: set its arrival bit now, and wake
  * it now (native) or leave the wake to the NIC's next turn (paced: the
  * host's post pays only Build + Ring). */
