@@ -139,7 +139,7 @@ check-asan: deps-test
 	$(MAKE) --no-print-directory B=build-asan OPT=-O1 \
 		SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 		progs testprogs
-	@B=build-asan ASAN_OPTIONS=detect_leaks=1 tests/run_tests.sh
+	@B=build-asan ASAN_OPTIONS=detect_leaks=1 TL_SCALE=$${TL_SCALE:-10} tests/run_tests.sh
 
 # Only the multi-threaded tests (TSAN_TESTS that exist); vipd is built with
 # TSan too. The tests fork peers from a process whose NIC thread runs, and
@@ -148,7 +148,7 @@ TSAN_RUN := $(filter $(TSAN_TESTS),$(patsubst tests/%.c,%,$(TEST_SRCS)))
 check-tsan: deps-test
 	$(MAKE) --no-print-directory B=build-tsan OPT=-O1 \
 		SAN="-fsanitize=thread -fno-omit-frame-pointer" progs testprogs
-	@$(if $(TSAN_RUN),B=build-tsan TSAN_OPTIONS="second_deadlock_stack=1 die_after_fork=0" \
+	@$(if $(TSAN_RUN),B=build-tsan TL_SCALE=$${TL_SCALE:-10} TSAN_OPTIONS="second_deadlock_stack=1 die_after_fork=0" \
 		tests/run_tests.sh $(TSAN_RUN),echo "make: none of $(TSAN_TESTS) exists")
 
 valgrind: deps-test

@@ -672,6 +672,12 @@ static int churn_peer(void *arg)
     const struct churn_cfg *c = arg;
     struct tl_nic t;
     struct tl_buf b;
+#if defined(__SANITIZE_THREAD__)
+    /* ThreadSanitizer cannot follow a thread created in a child forked from
+     * a threaded process ("dup thread"); this peer polls in its own calls,
+     * so its NIC needs no thread. What is under test is the parent. */
+    setenv("VIP_PROGRESS", "manual", 1);
+#endif
     TC_RC(tl_open(&t, "via1"), VIP_SUCCESS);
     TC_RC(tl_buf_alloc(&t, &b, 4096), VIP_SUCCESS);
     VIP_DESCRIPTOR *sd = (VIP_DESCRIPTOR *)(void *)b.p, *d;

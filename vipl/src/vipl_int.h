@@ -86,8 +86,8 @@ struct vip_cq {
  * completes a work queue in order, so Done/Wait look only at the head. */
 struct vip_queue {
     VIP_DESCRIPTOR *desc[VIA_QUEUE_DEPTH];
-    /* Written under the VI's lock; head is also read without it, by a
-     * poll that only looks whether the oldest descriptor is done. */
+    /* Written under the VI's lock; head is also read without it, by a poll
+     * that compares it with the NIC's count of completions. */
     _Atomic uint32_t head;
     uint32_t tail;
 };

@@ -47,7 +47,7 @@ static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bo
                          recv ? "receive" : "send", vi->id, VIA_QUEUE_DEPTH);
     }
     q->desc[q->tail % VIA_QUEUE_DEPTH] = d;
-    __atomic_store_n(&q->tail, q->tail + 1, __ATOMIC_RELEASE);
+    q->tail++;
     __atomic_store_n(&d->CS.Status, 0, __ATOMIC_RELAXED);
     struct via_vi_counters *c = &vi->db->cnt;
     struct via_db_token tok;

@@ -113,11 +113,15 @@ static bool pop_done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out)
     struct vip_queue *q = recv ? &vi->rq : &vi->sq;
     bool got = false;
     /* Look first, lock only to take: a poll that finds nothing done costs
-     * no lock. (The slot at head is not rewritten while it is posted.) */
-    uint32_t h = atomic_load_explicit(&q->head, memory_order_acquire);
-    if (h == __atomic_load_n(&q->tail, __ATOMIC_ACQUIRE) ||
-        !(__atomic_load_n(&q->desc[h % VIA_QUEUE_DEPTH]->CS.Status, __ATOMIC_ACQUIRE) &
-          VIP_STATUS_DONE))
+     * no lock. The NIC completes a queue in order and counts completions
+     * (after writing the status), so nothing can be done while its count
+     * equals our head. (Not the descriptor itself: once taken by another
+     * thread it is the program's again.) */
+    const struct via_vi_counters *cnt = &vi->db->cnt;
+    uint32_t done_n = (uint32_t)atomic_load_explicit(recv ? &cnt->rq_done : &cnt->sq_done,
+                                                     memory_order_relaxed);
+    uint32_t h = atomic_load_explicit(&q->head, memory_order_relaxed);
+    if (done_n == h)
         return false;
     pthread_mutex_lock(&vi->lock);
     h = atomic_load_explicit(&q->head, memory_order_relaxed);
