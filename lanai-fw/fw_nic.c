@@ -198,12 +198,18 @@ uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
         ring_ns[prod % VIA_DB_SLOTS] = rung_ns + cost; /* the PIO completes then */
     atomic_store_explicit(&q->prod, prod + 1, memory_order_release);
     FW_TRACE(nic, st, vi->vi_id, recv ? 0 : vi->tx_seq + 1, bytes);
-    if (!recv) {
-        /* The NIC's turn at once: with hardware doorbells it is pointed at
-         * this VI; a paced NIC's timeline says when its scan found it. */
+    if (!recv && !nic->paced) {
+        /* Hardware doorbells: the NIC is pointed at this VI and runs at once,
+         * on this CPU (the fastest path; native has no model to keep). */
         fw_vi_run_tx(vi);
-        if (nic->paced && (vi->wake_peer || vi->held))
-            fw_thread_kick(nic); /* left to the NIC: only a deep sleeper needs telling */
+    } else if (!recv) {
+        /* A paced NIC finds the doorbell by its own scan, at a time its model
+         * derives from rung_ns; its stages are the LANai's time, not the
+         * host's, so they run at its next turn (the host's next poll, or its
+         * own thread), never inside the post: the post costs Build + Ring. */
+        atomic_store_explicit(&vi->quiet, false, memory_order_relaxed);
+        fw_want_visit(vi);
+        fw_thread_kick(nic); /* only a thread in deep sleep needs telling */
     }
     fw_unlock(&vi->lock);
     return cost;

@@ -31,6 +31,8 @@ static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bo
     if (!vi || !d)
         return vipl_fail(VIP_INVALID_PARAMETER, "%s", !vi ? "not a VI handle"
                                                           : "descriptor pointer is NULL");
+    /* The host's modelled Build + Ring starts here: the library's own work
+     * below happens inside it, not on top of it. */
     bool paced = nic_paced(vi->nic->hw);
     uint64_t t0 = paced ? nic_now_ns() : 0, cost;
     pthread_mutex_lock(&vi->lock);
