@@ -86,6 +86,21 @@ static void rx_refuse(struct fw_vi *vi, uint32_t seq, uint32_t reason)
     }
 }
 
+/* The next receive descriptor's token (R2 taken on demand), or NULL when
+ * none is posted: then VIA drops the message, and the reliable levels also
+ * break the connection (VIP_ERROR_RECVQ_EMPTY), with a NAK to the peer. */
+static const struct via_db_token *rx_next_desc(struct fw_vi *vi, uint32_t seq)
+{
+    if (vi->rq.head == vi->rq.tail)
+        fw_bell_take(&vi->db->rq, &vi->rq, NULL);
+    if (vi->rq.head != vi->rq.tail)
+        return &vi->rq.tok[vi->rq.head % VIA_QUEUE_DEPTH];
+    fw_count(&vi->db->cnt.rx_dropped, 1);
+    rx_refuse(vi, seq, VIA_NAK_NO_RECV);
+    fw_vi_error(vi, VIP_ERROR_RECVQ_EMPTY, 0);
+    return NULL;
+}
+
 /* R3 Receive of a FIRST fragment, then R4 XDes. Returns the next state. */
 static enum fw_rx_state rx_first(struct fw_vi *vi, const struct via_wire_hdr *h)
 {
@@ -93,17 +108,9 @@ static enum fw_rx_state rx_first(struct fw_vi *vi, const struct via_wire_hdr *h)
     FW_TRACE(vi->nic, VIA_ST_R3_RECEIVE, vi->vi_id, h->msg_seq, h->msg_len);
     if (vi->in_error)
         return FW_RX_DISCARD;
-    if (vi->rq.head == vi->rq.tail)
-        fw_bell_take(&vi->db->rq, &vi->rq, NULL);
-    if (vi->rq.head == vi->rq.tail) {
-        /* No receive posted: VIA drops the message; reliable levels also
-         * break the connection (VIP_ERROR_RECVQ_EMPTY). */
-        fw_count(&vi->db->cnt.rx_dropped, 1);
-        rx_refuse(vi, h->msg_seq, VIA_NAK_NO_RECV);
-        fw_vi_error(vi, VIP_ERROR_RECVQ_EMPTY, 0);
+    const struct via_db_token *tok = rx_next_desc(vi, h->msg_seq);
+    if (!tok)
         return FW_RX_DISCARD;
-    }
-    const struct via_db_token *tok = &vi->rq.tok[vi->rq.head % VIA_QUEUE_DEPTH];
     fw_xdes_fetch(vi, tok, true, &vi->rxd);
     FW_TRACE(vi->nic, VIA_ST_R4_XDES, vi->vi_id, h->msg_seq, vi->rxd.total);
     uint32_t err = vi->rxd.status;
@@ -261,15 +268,10 @@ static void op_rdma_write(struct fw_vi *vi, const struct via_wire_hdr *h,
     if (!placed)
         return;
     if (h->flags & VIA_PKT_IMM) {
-        if (vi->rq.head == vi->rq.tail)
-            fw_bell_take(&vi->db->rq, &vi->rq, NULL);
-        if (vi->rq.head == vi->rq.tail) {
-            fw_count(&vi->db->cnt.rx_dropped, 1);
-            rx_refuse(vi, h->msg_seq, VIA_NAK_NO_RECV);
-            fw_vi_error(vi, VIP_ERROR_RECVQ_EMPTY, 0);
+        const struct via_db_token *tok = rx_next_desc(vi, h->msg_seq);
+        if (!tok)
             return;
-        }
-        fw_xdes_fetch(vi, &vi->rq.tok[vi->rq.head % VIA_QUEUE_DEPTH], true, &vi->rxd);
+        fw_xdes_fetch(vi, tok, true, &vi->rxd);
         vi->rxd.imm = h->imm;
         fw_updt(vi, &vi->rxd, true,
                 vi->rxd.status ? vi->rxd.status : VIP_STATUS_IMMEDIATE, h->msg_len);
