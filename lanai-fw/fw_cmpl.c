@@ -39,35 +39,42 @@
  * this is one fence and two loads of lines nobody else writes, which stay
  * shared between the cores; RMWs there would bounce them per message.
  */
-void fw_notify(struct via_event_page *ev, uint32_t vi_id)
+/* (3) and (4): the bit, only if a consumer has cleared it. */
+static void set_arrived(struct via_event_page *ev, uint32_t vi_id)
 {
-    if (!ev)
+    if (vi_id >= VIA_MAX_VI)
         return;
-    atomic_thread_fence(memory_order_seq_cst); /* (2) */
-    if (vi_id < VIA_MAX_VI) {
-        _Atomic uint64_t *w = &ev->arrived[vi_id / 64];
-        uint64_t bit = 1ull << (vi_id % 64);
-        if (!(atomic_load_explicit(w, memory_order_relaxed) & bit)) { /* (3) */
-            atomic_fetch_or_explicit(w, bit, memory_order_seq_cst);
-            atomic_thread_fence(memory_order_seq_cst); /* (4) */
-        }
+    _Atomic uint64_t *w = &ev->arrived[vi_id / 64];
+    uint64_t bit = 1ull << (vi_id % 64);
+    if (!(atomic_load_explicit(w, memory_order_relaxed) & bit)) {
+        atomic_fetch_or_explicit(w, bit, memory_order_seq_cst);
+        atomic_thread_fence(memory_order_seq_cst);
     }
-    if (atomic_load_explicit(&ev->sleepers, memory_order_relaxed)) { /* (5) */
+}
+
+/* (5): a system call only for a sleeper that asked to be woken. */
+static void wake_sleepers(struct via_event_page *ev)
+{
+    if (atomic_load_explicit(&ev->sleepers, memory_order_relaxed)) {
         atomic_fetch_add(&ev->seq, 1);
         syscall(SYS_futex, &ev->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
     }
 }
 
-void fw_wake_local(struct via_event_page *ev)
+void fw_notify(struct via_event_page *ev, uint32_t vi_id)
 {
-    fw_notify(ev, UINT32_MAX); /* (1) was the status store */
+    if (!ev)
+        return;
+    atomic_thread_fence(memory_order_seq_cst); /* (2) */
+    set_arrived(ev, vi_id);
+    wake_sleepers(ev);
 }
 
 /*
  * The wakes a turn of the NIC owes (its packets published to the peer, its
- * completions written here), done once at the end of the turn: one fence
- * (2) covers every publish and status store of the turn, on the hot path
- * of a ping-pong one fence for both the peer's wake-up and ours.
+ * completions and errors recorded here), done once at the end of the turn:
+ * one fence (2) covers every publish and status store of the turn, on the
+ * hot path of a ping-pong one fence for both the peer's wake-up and ours.
  */
 void fw_vi_wakes(struct fw_vi *vi)
 {
@@ -75,24 +82,14 @@ void fw_vi_wakes(struct fw_vi *vi)
         return;
     atomic_thread_fence(memory_order_seq_cst); /* (2) */
     struct via_event_page *pe = vi->owe_peer ? vi->peer_ev : NULL;
-    if (pe && vi->peer_vi < VIA_MAX_VI) {
-        _Atomic uint64_t *w = &pe->arrived[vi->peer_vi / 64];
-        uint64_t bit = 1ull << (vi->peer_vi % 64);
-        if (!(atomic_load_explicit(w, memory_order_relaxed) & bit)) { /* (3) */
-            atomic_fetch_or_explicit(w, bit, memory_order_seq_cst);
-            atomic_thread_fence(memory_order_seq_cst); /* (4) */
-        }
-    }
-    struct via_event_page *me = vi->owe_local ? vi->nic->ev : NULL;
+    bool me = vi->owe_local;
     vi->owe_peer = vi->owe_local = false;
-    if (pe && atomic_load_explicit(&pe->sleepers, memory_order_relaxed)) { /* (5) */
-        atomic_fetch_add(&pe->seq, 1);
-        syscall(SYS_futex, &pe->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    if (pe) {
+        set_arrived(pe, vi->peer_vi);
+        wake_sleepers(pe);
     }
-    if (me && atomic_load_explicit(&me->sleepers, memory_order_relaxed)) { /* (5) */
-        atomic_fetch_add(&me->seq, 1);
-        syscall(SYS_futex, &me->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-    }
+    if (me)
+        wake_sleepers(vi->nic->ev);
 }
 
 void fw_peer_published(struct fw_vi *vi)
@@ -102,12 +99,9 @@ void fw_peer_published(struct fw_vi *vi)
         return;
     }
     /* The bit now (a polling peer sees the packet at once), the wake later. */
-    if (vi->peer_ev && vi->peer_vi < VIA_MAX_VI) {
-        atomic_thread_fence(memory_order_seq_cst);
-        _Atomic uint64_t *w = &vi->peer_ev->arrived[vi->peer_vi / 64];
-        uint64_t bit = 1ull << (vi->peer_vi % 64);
-        if (!(atomic_load_explicit(w, memory_order_relaxed) & bit))
-            atomic_fetch_or_explicit(w, bit, memory_order_seq_cst);
+    if (vi->peer_ev) {
+        atomic_thread_fence(memory_order_seq_cst); /* (2) */
+        set_arrived(vi->peer_ev, vi->peer_vi);
     }
     vi->wake_peer = true;
     fw_want_visit(vi);
@@ -236,7 +230,9 @@ static bool is_descriptor_error(uint32_t code)
 void fw_vi_error(struct fw_vi *vi, uint32_t code, uint64_t desc_va)
 {
     /* Unreliable service: a bad descriptor or a dropped message affects that
-     * message only; the VI stays connected (VIA 1.0, reliability levels). */
+     * message only; the VI stays connected (VIA 1.0, reliability levels).
+     * Every other error (a lost or broken link, an RDMA protection error)
+     * puts any VI in the error state. */
     if (vi->reliability == VIP_SERVICE_UNRELIABLE && is_descriptor_error(code)) {
         if (code == VIP_ERROR_POST_DESC && !desc_va && !vi->err_pending) {
             /* A descriptor outside the VI's memory: no status could be
@@ -244,7 +240,7 @@ void fw_vi_error(struct fw_vi *vi, uint32_t code, uint64_t desc_va)
             vi->err_pending = true;
             vi->err_code = code;
             vi->err_desc = 0;
-            fw_wake_local(vi->nic->ev);
+            vi->owe_local = true; /* woken at the end of this turn */
         }
         return;
     }
@@ -267,5 +263,5 @@ void fw_vi_error(struct fw_vi *vi, uint32_t code, uint64_t desc_va)
         vi->err_reported = true;
         vi->err_told = code != VIP_ERROR_CONN_LOST;
     }
-    fw_notify(vi->nic->ev, UINT32_MAX);
+    vi->owe_local = true; /* a sleeper of ours hears of it at the end of this turn */
 }

@@ -41,11 +41,9 @@ static void rx_transport_error(struct fw_vi *vi)
     vi->rx = FW_RX_IDLE;
     uint32_t open = VIA_CHAN_OPEN;
     atomic_compare_exchange_strong(&vi->chan->state, &open, VIA_CHAN_BROKEN);
-    /* Even an unreliable VI cannot go on without a usable link. */
-    uint32_t rel = vi->reliability;
-    vi->reliability = VIP_SERVICE_RELIABLE_DELIVERY;
+    /* Even an unreliable VI cannot go on without a usable link (only
+     * descriptor errors are benign on it: fw_vi_error). */
     fw_vi_error(vi, VIP_ERROR_CATASTROPHIC, 0);
-    vi->reliability = rel;
 }
 
 /* ACK or NAK for a message of the peer's (the completer on the other
@@ -252,10 +250,7 @@ static void op_rdma_write(struct fw_vi *vi, const struct via_wire_hdr *h,
                 vi->nak_owed = h->msg_seq;
                 vi->nak_reason = VIA_NAK_PROTECTION;
                 rx_answer(vi);
-                uint32_t rel = vi->reliability; /* never benign (VIA 1.0) */
-                vi->reliability = VIP_SERVICE_RELIABLE_DELIVERY;
-                fw_vi_error(vi, VIP_ERROR_RDMAW_PROT, 0);
-                vi->reliability = rel;
+                fw_vi_error(vi, VIP_ERROR_RDMAW_PROT, 0); /* never benign */
             }
         }
     }
@@ -373,12 +368,7 @@ void fw_link_check(struct fw_vi *vi)
         return;
     if (cs == VIA_CHAN_CLOSED && vi->link.ops->pending(&vi->link))
         return; /* drain first */
-    if (!vi->in_error) {
-        uint32_t rel = vi->reliability;
-        vi->reliability = VIP_SERVICE_RELIABLE_DELIVERY; /* conn loss is never benign */
-        fw_vi_error(vi, VIP_ERROR_CONN_LOST, 0);
-        vi->reliability = rel;
-    }
+    fw_vi_error(vi, VIP_ERROR_CONN_LOST, 0); /* never benign */
 }
 
 void fw_vi_init(struct fw_vi *vi, struct fw_nic *nic, uint32_t vi_id, struct via_vi_page *db)
