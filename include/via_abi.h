@@ -44,6 +44,9 @@
 #define VIA_MAX_REGISTER_BYTES (1ull << 34)
 #define VIA_MAX_DISCRIM 16u
 #define VIA_NIC_ADDR_LEN 6u
+/* Reliability levels that may issue RDMA reads (VIP_SERVICE_* bits): the
+ * read's response is an answer, which an unreliable VI never waits for. */
+#define VIA_RDMA_READ_LEVELS 0x6u
 
 /* ---- doorbells ----------------------------------------------------------
  * A doorbell token names a descriptor: its host virtual address and the

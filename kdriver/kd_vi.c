@@ -74,9 +74,9 @@ static bool attr_ok(struct kd_session *s, struct via_vi_attr *a, struct kd_reply
         kd_fail(r, VIP_INVALID_PTAG, "ptag %u is not one of this NIC handle's ptags", a->ptag);
         return false;
     }
-    if (a->rdma_read && rel != VIP_SERVICE_RELIABLE_RECEPTION) {
+    if (a->rdma_read && !(rel & VIA_RDMA_READ_LEVELS)) {
         kd_fail(r, VIP_INVALID_RDMAREAD,
-                "RDMA read needs reliability level RELIABLE_RECEPTION on this NIC");
+                "RDMA read needs a reliable level (RELIABLE_DELIVERY or RELIABLE_RECEPTION)");
         return false;
     }
     a->rdma_write = a->rdma_write ? 1 : 0;

@@ -133,10 +133,21 @@ static void cq_post(struct fw_vi *vi, struct fw_cq *cq, bool recv)
     pthread_mutex_unlock(&cq->lock);
 }
 
+/* The operation a completion reports, by queue and descriptor operation (a
+ * receive descriptor's op is RDMA write when an RDMA write with immediate
+ * data consumed it). */
+static const uint32_t updt_op[2][4] = {
+    [0] = {[VIP_CONTROL_OP_SENDRECV] = VIP_STATUS_OP_SEND,
+           [VIP_CONTROL_OP_RDMAWRITE] = VIP_STATUS_OP_RDMA_WRITE,
+           [VIP_CONTROL_OP_RDMAREAD] = VIP_STATUS_OP_RDMA_READ},
+    [1] = {[VIP_CONTROL_OP_SENDRECV] = VIP_STATUS_OP_RECEIVE,
+           [VIP_CONTROL_OP_RDMAWRITE] = VIP_STATUS_OP_REMOTE_RDMA_WRITE},
+};
+
 void fw_updt(struct fw_vi *vi, const struct fw_xdes *d, bool recv, uint32_t status,
              uint32_t length)
 {
-    uint32_t op = recv ? VIP_STATUS_OP_RECEIVE : VIP_STATUS_OP_SEND;
+    uint32_t op = updt_op[recv][d->op & VIP_CONTROL_OP_MASK];
     /* d->va passed the TPT (fw_xdes.c, fw_token.c); 0 means it did not, and
      * nothing is written: the VI's error says what happened. */
     if (d->va) {
@@ -218,6 +229,7 @@ void fw_flush(struct fw_vi *vi)
         vi->rq.head++;
     }
     vi->rx = FW_RX_IDLE;
+    vi->rresp.active = false; /* a read we were answering: the peer fails it */
     flush_queue(vi, &vi->db->sq, &vi->sq, false);
     flush_queue(vi, &vi->db->rq, &vi->rq, true);
 }

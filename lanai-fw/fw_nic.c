@@ -221,7 +221,7 @@ uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
 static uint64_t vi_sig(const struct fw_vi *vi)
 {
     return (uint64_t)vi->sq.head * 31u + vi->rq.head * 17u + vi->sq.tail * 7u +
-           vi->rq.tail * 5u + vi->rx_pkts * 3u + vi->tx_off + vi->acked + (uint64_t)vi->tx +
+           vi->rq.tail * 5u + vi->rx_pkts * 3u + vi->tx_off + vi->acked + (uint64_t)vi->tx + vi->rresp.off +
            (vi->wake_peer ? 1u : 0u);
 }
 
@@ -245,7 +245,7 @@ static void vi_settle(struct fw_vi *vi)
     atomic_store_explicit(&vi->quiet,
                           vi->chan && !vi->held && !vi->wake_peer && vi->tx == FW_TX_IDLE &&
                               vi->sq.head == vi->sq.tail && !vi->ack_owed && !vi->nak_owed &&
-                              !vi->in_error,
+                              !vi->rresp.active && !vi->in_error,
                           memory_order_release);
 }
 

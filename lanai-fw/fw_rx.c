@@ -13,10 +13,14 @@
  *   RDMA_WRITE  the responder checks the target region (memory handle,
  *               ptag, the region's and the VI's RDMA-write enables, bounds)
  *               before any byte is written; no receive descriptor is used
- *               unless the write carries immediate data.
+ *               unless the write carries immediate data. On the reliable
+ *               levels it answers with an ACK (or a NAK of the violation).
+ *   RDMA_READ_REQ  the responder checks the source region the same way
+ *               (RDMA-read enables) and sends its bytes back as READ_RESP
+ *               fragments, as the link makes room (rx_respond).
+ *   RDMA_READ_RESP the initiator scatters them into the read descriptor's
+ *               local segments; the last one completes it.
  *   ACK, NAK    the completer's: the peer placed (or refused) our message.
- *   RDMA_READ_REQ/RESP are defined on the wire but never issued by this
- *               NIC version; receiving one is a protocol error.
  */
 #include <vipl.h>
 
@@ -70,6 +74,53 @@ static void rx_answer(struct fw_vi *vi)
             vi->nak_owed = 0;
         else
             vi->ack_owed = 0;
+        fw_peer_published(vi);
+    }
+}
+
+/* Paced profiles: the responder's LANai sends the read's bytes like a
+ * message of its own (T3..T5 of `len` bytes from now); when the last byte
+ * reaches the initiator. */
+static uint64_t rresp_arrive(struct fw_vi *vi, uint32_t len)
+{
+    struct fw_nic *nic = vi->nic;
+    if (!nic->paced)
+        return 0;
+    const struct via_profile *p = nic->prof;
+    double c = fw_cost_stage(p, VIA_ST_T3_XDES, FW_EXT_STANDARD, len, 1) +
+               fw_cost_stage(p, VIA_ST_T4_XDATA, FW_EXT_STANDARD, len, 1) +
+               fw_cost_stage(p, VIA_ST_T5_TRANSMIT, FW_EXT_STANDARD, len, 1);
+    uint64_t start = fw_sched_send(nic, vi->vi_id, hal_now_ns(), (uint64_t)c);
+    return start + (uint64_t)c + (uint64_t)p->switch_ns;
+}
+
+/* The responder's half of an RDMA read: the checked source range goes
+ * back as READ_RESP fragments, as many as the link takes this turn. */
+static void rx_respond(struct fw_vi *vi)
+{
+    struct fw_link *l = &vi->link;
+    while (vi->rresp.active) {
+        uint32_t left = vi->rresp.len - vi->rresp.off;
+        uint32_t frag = left < VIA_MTU ? left : VIA_MTU;
+        struct via_wire_hdr *h = l->ops->reserve(l, frag);
+        if (!h) {
+            atomic_store(&l->tx->tx_waiting, 1);
+            fw_want_visit(vi);
+            return;
+        }
+        if (frag)
+            hal_dma_from_host((uint8_t *)(h + 1), vi->rresp.raddr + vi->rresp.off, frag);
+        bool last = vi->rresp.off + frag == vi->rresp.len;
+        *h = (struct via_wire_hdr){
+            .version = VIA_WIRE_VERSION, .type = VIA_PKT_RDMA_READ_RESP,
+            .flags = (vi->rresp.off == 0 ? VIA_PKT_FIRST : 0) | (last ? VIA_PKT_LAST : 0),
+            .src_nic = vi->nic->nic_index, .dst_nic = vi->chan->nic[1 - vi->side],
+            .dst_vi = vi->peer_vi, .conn_id = vi->chan->conn_id, .msg_seq = vi->rresp.seq,
+            .msg_len = vi->rresp.len, .frag_off = vi->rresp.off, .frag_len = frag,
+            .arrive_ns = vi->rresp.arrive_ns};
+        l->ops->publish(l, h);
+        vi->rresp.off += frag;
+        vi->rresp.active = !last;
         fw_peer_published(vi);
     }
 }
@@ -165,6 +216,17 @@ static bool rx_header_ok(const struct fw_vi *vi, const struct via_wire_hdr *h)
     if (h->msg_len > VIA_MAX_TRANSFER || h->frag_len > h->msg_len ||
         h->frag_off > h->msg_len - h->frag_len)
         return false;
+    if (h->type == VIA_PKT_RDMA_READ_RESP)
+        /* Only the read we have in flight, in order, and no more of it. */
+        return vi->tx == FW_TX_UPDT && vi->txd.op == VIP_CONTROL_OP_RDMAREAD &&
+               h->msg_seq == vi->tx_seq && (int32_t)(vi->acked - vi->tx_seq) < 0 &&
+               h->msg_len == vi->txd.total && h->frag_off == vi->rd_got &&
+               ((h->flags & VIA_PKT_FIRST) != 0) == (h->frag_off == 0) &&
+               ((h->flags & VIA_PKT_LAST) != 0) == (h->frag_off + h->frag_len == h->msg_len);
+    if (h->type == VIA_PKT_RDMA_READ_REQ &&
+        (h->flags != (VIA_PKT_FIRST | VIA_PKT_LAST) || h->frag_len || vi->rresp.active ||
+         vi->reliability == VIP_SERVICE_UNRELIABLE))
+        return false; /* one header, one read at a time, from a VI that may read */
     bool first = h->flags & VIA_PKT_FIRST;
     if (first != (vi->rx == FW_RX_IDLE))
         return false;
@@ -185,7 +247,9 @@ static bool rx_due(struct fw_vi *vi, const struct via_wire_hdr *h, uint64_t key)
     if (vi->rx_sched_for != key) {
         const struct via_profile *p = nic->prof;
         bool first = h->flags & VIA_PKT_FIRST, last = h->flags & VIA_PKT_LAST;
-        uint32_t n = h->msg_len;
+        /* A read's request carries no data (its response is paced as the
+         * message it is). */
+        uint32_t n = h->type == VIA_PKT_RDMA_READ_REQ ? 0 : h->msg_len;
         double frac = n ? (double)h->frag_len / n : 1.0;
         double c3 = first ? fw_cost_stage(p, VIA_ST_R3_RECEIVE, FW_EXT_STANDARD, n, 1) : 0;
         double c4 = first ? fw_cost_stage(p, VIA_ST_R4_XDES, FW_EXT_STANDARD, n, 1) : 0;
@@ -246,11 +310,14 @@ static void op_rdma_write(struct fw_vi *vi, const struct via_wire_hdr *h,
         if (prot || vi->in_error) {
             vi->rx = FW_RX_DISCARD;
             if (prot) {
+                /* Reliable levels: the initiator's descriptor fails with
+                 * the protection error and both VIs break. Unreliable: the
+                 * write is dropped, as a message would be. */
                 fw_count(&vi->db->cnt.rx_dropped, 1);
-                vi->nak_owed = h->msg_seq;
-                vi->nak_reason = VIA_NAK_PROTECTION;
-                rx_answer(vi);
-                fw_vi_error(vi, VIP_ERROR_RDMAW_PROT, 0); /* never benign */
+                if (vi->reliability != VIP_SERVICE_UNRELIABLE) {
+                    rx_refuse(vi, h->msg_seq, VIA_NAK_PROTECTION);
+                    fw_vi_error(vi, VIP_ERROR_RDMAW_PROT, 0);
+                }
             }
         }
     }
@@ -268,14 +335,61 @@ static void op_rdma_write(struct fw_vi *vi, const struct via_wire_hdr *h,
             return;
         fw_xdes_fetch(vi, tok, true, &vi->rxd);
         vi->rxd.imm = h->imm;
+        vi->rxd.op = VIP_CONTROL_OP_RDMAWRITE; /* reported as the remote's write */
         fw_updt(vi, &vi->rxd, true,
                 vi->rxd.status ? vi->rxd.status : VIP_STATUS_IMMEDIATE, h->msg_len);
         vi->rq.head++;
+        if (vi->rxd.status) {
+            rx_refuse(vi, h->msg_seq, VIA_NAK_RECV_ERROR);
+            fw_vi_error(vi, VIP_ERROR_POST_DESC, vi->rxd.va);
+            return;
+        }
     }
-    if (vi->reliability == VIP_SERVICE_RELIABLE_RECEPTION) {
+    if (vi->reliability != VIP_SERVICE_UNRELIABLE) {
         vi->ack_owed = h->msg_seq;
         rx_answer(vi);
     }
+}
+
+/* RDMA_READ_REQ: check the whole source range, then answer with its bytes
+ * (rx_respond); a violation is NAKed and breaks both VIs. */
+static void op_rdma_read_req(struct fw_vi *vi, const struct via_wire_hdr *h,
+                             const uint8_t *payload)
+{
+    (void)payload;
+    vi->rx_seq = h->msg_seq;
+    FW_TRACE(vi->nic, VIA_ST_R3_RECEIVE, vi->vi_id, h->msg_seq, 0);
+    if (vi->in_error)
+        return;
+    uint32_t prot = vi->rdma_read && vi->reliability != VIP_SERVICE_UNRELIABLE
+                        ? fw_tpt_check_rdma(vi, h->rkey, h->raddr, h->msg_len, VIA_TPT_RDMA_READ)
+                        : VIP_STATUS_PROTECTION_ERROR;
+    if (prot) {
+        fw_count(&vi->db->cnt.rx_dropped, 1);
+        rx_refuse(vi, h->msg_seq, VIA_NAK_PROTECTION);
+        fw_vi_error(vi, VIP_ERROR_RDMAR_PROT, 0);
+        return;
+    }
+    vi->rresp.active = true;
+    vi->rresp.seq = h->msg_seq;
+    vi->rresp.rkey = h->rkey;
+    vi->rresp.raddr = h->raddr;
+    vi->rresp.len = h->msg_len;
+    vi->rresp.off = 0;
+    vi->rresp.arrive_ns = rresp_arrive(vi, h->msg_len);
+    rx_respond(vi);
+}
+
+/* RDMA_READ_RESP: the read in flight gets its bytes, in order; the last
+ * fragment is the read's answer (tx_updt completes the descriptor). */
+static void op_rdma_read_resp(struct fw_vi *vi, const struct via_wire_hdr *h,
+                              const uint8_t *payload)
+{
+    fw_xdata_copy(&vi->txd, h->frag_off, (uint8_t *)(uintptr_t)payload, h->frag_len, true);
+    vi->rd_got += h->frag_len;
+    FW_TRACE(vi->nic, VIA_ST_R5_XDATA, vi->vi_id, h->msg_seq, h->frag_len);
+    if (h->flags & VIA_PKT_LAST)
+        vi->acked = h->msg_seq;
 }
 
 /* ACK: the peer placed our messages up to ack_seq. */
@@ -291,6 +405,7 @@ static void op_nak(struct fw_vi *vi, const struct via_wire_hdr *h, const uint8_t
     (void)payload;
     vi->acked = h->ack_seq - 1;
     vi->naked = true;
+    vi->naked_why = h->imm;
 }
 
 typedef void (*rx_op_fn)(struct fw_vi *, const struct via_wire_hdr *, const uint8_t *);
@@ -300,9 +415,10 @@ static const struct {
 } rx_ops[VIA_PKT_NTYPES] = {
     [VIA_PKT_SEND] = {op_send, true},
     [VIA_PKT_RDMA_WRITE] = {op_rdma_write, true},
+    [VIA_PKT_RDMA_READ_REQ] = {op_rdma_read_req, true},
+    [VIA_PKT_RDMA_READ_RESP] = {op_rdma_read_resp, true},
     [VIA_PKT_ACK] = {op_ack, false},
     [VIA_PKT_NAK] = {op_nak, false},
-    /* RDMA_READ_REQ, RDMA_READ_RESP: not issued by this NIC version */
 };
 
 static void rx_packets(struct fw_vi *vi)
@@ -310,6 +426,7 @@ static void rx_packets(struct fw_vi *vi)
     struct fw_link *l = &vi->link;
     unsigned n = 0;
     rx_answer(vi); /* what the link was too full to take last time */
+    rx_respond(vi);
     for (;;) {
         struct via_wire_hdr h;
         const uint8_t *payload;
@@ -322,7 +439,7 @@ static void rx_packets(struct fw_vi *vi)
         }
         if (rx_ops[h.type].message && vi->nic->paced && !rx_due(vi, &h, vi->rx_pkts + 1))
             break;
-        if (h.flags & VIA_PKT_FIRST)
+        if ((h.flags & VIA_PKT_FIRST) && h.type != VIA_PKT_RDMA_READ_RESP)
             vi->rx_op = h.type;
         rx_ops[h.type].fn(vi, &h, payload);
         l->ops->consume(l, &h);
@@ -403,6 +520,8 @@ void fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t p
     vi->tx_seq = vi->rx_seq = vi->acked = vi->ack_owed = vi->nak_owed = 0;
     vi->naked = vi->wake_peer = false;
     vi->rx_pkts = 0;
+    vi->rresp.active = false;
+    vi->naked_why = 0;
     vi->rx_sched_for = 0;
     vi->tx = FW_TX_IDLE;
     vi->rx = FW_RX_IDLE;

@@ -72,8 +72,10 @@ static void tx_schedule(struct fw_vi *vi)
 {
     const struct via_profile *p = vi->nic->prof;
     enum fw_ext_mode m = vi->tx_mode;
-    uint32_t n = vi->txd.total;
-    unsigned segs = vi->txd.segcount;
+    /* A read's request carries no data; its response is the peer's work. */
+    bool read = vi->txd.op == VIP_CONTROL_OP_RDMAREAD;
+    uint32_t n = read ? 0 : vi->txd.total;
+    unsigned segs = read ? 0 : vi->txd.segcount;
     double c2 = fw_cost_stage(p, VIA_ST_T2_BELL, m, n, segs);
     double c3 = fw_cost_stage(p, VIA_ST_T3_XDES, m, n, segs);
     double c4 = fw_cost_stage(p, VIA_ST_T4_XDATA, m, n, segs);
@@ -133,13 +135,22 @@ static uint64_t arrive_time(const struct fw_vi *vi)
     return vi->tx_span_start + vi->tx_span_ns + (uint64_t)vi->nic->prof->switch_ns;
 }
 
-/* T4 XData + T5 Transmit, one fragment per turn until the message is out. */
+/* The packet type a descriptor's operation travels as. */
+static const uint8_t tx_pkt_type[4] = {
+    [VIP_CONTROL_OP_SENDRECV] = VIA_PKT_SEND,
+    [VIP_CONTROL_OP_RDMAWRITE] = VIA_PKT_RDMA_WRITE,
+    [VIP_CONTROL_OP_RDMAREAD] = VIA_PKT_RDMA_READ_REQ,
+};
+
+/* T4 XData + T5 Transmit, one fragment per turn until the message is out.
+ * An RDMA read's request is one header: its data come back (fw_rx.c). */
 static int tx_xdata(struct fw_vi *vi)
 {
     struct fw_link *l = &vi->link;
     struct fw_xdes *d = &vi->txd;
+    bool read = d->op == VIP_CONTROL_OP_RDMAREAD;
     do {
-        uint32_t left = d->total - vi->tx_off;
+        uint32_t left = read ? 0 : d->total - vi->tx_off;
         uint32_t frag = left < VIA_MTU ? left : VIA_MTU;
         struct via_wire_hdr *h = l->ops->reserve(l, frag);
         if (!h) {
@@ -153,40 +164,70 @@ static int tx_xdata(struct fw_vi *vi)
         fw_xdata_copy(d, vi->tx_off, (uint8_t *)(h + 1), frag, false);
         FW_TRACE(vi->nic, VIA_ST_T4_XDATA, vi->vi_id, vi->tx_seq, frag);
         uint8_t flags = (vi->tx_off == 0 ? VIA_PKT_FIRST : 0) |
-                        (vi->tx_off + frag == d->total ? VIA_PKT_LAST : 0) |
+                        (vi->tx_off + frag == d->total || read ? VIA_PKT_LAST : 0) |
                         ((d->control & VIP_CONTROL_IMMEDIATE) ? VIA_PKT_IMM : 0);
         *h = (struct via_wire_hdr){
-            .version = VIA_WIRE_VERSION, .type = VIA_PKT_SEND, .flags = flags,
+            .version = VIA_WIRE_VERSION, .type = tx_pkt_type[d->op], .flags = flags,
             .src_nic = vi->nic->nic_index, .dst_nic = vi->chan->nic[1 - vi->side],
             .dst_vi = vi->peer_vi, .conn_id = vi->chan->conn_id, .msg_seq = vi->tx_seq,
             .msg_len = d->total, .frag_off = vi->tx_off, .frag_len = frag, .imm = d->imm,
-            .arrive_ns = arrive_time(vi)};
+            .rkey = d->rkey, .raddr = d->raddr, .arrive_ns = arrive_time(vi)};
         l->ops->publish(l, h);
         vi->tx_off += frag;
         FW_TRACE(vi->nic, VIA_ST_T5_TRANSMIT, vi->vi_id, vi->tx_seq, frag);
-    } while (vi->tx_off < d->total);
+    } while (vi->tx_off < d->total && !read);
+    vi->rd_got = 0;
     fw_peer_published(vi);
     return FW_TX_UPDT;
 }
 
-/* T6 Updt: the message is on the wire (or, for reliable reception, in the
- * receiver's memory): write the status, at its modelled time. */
+/* Does the descriptor complete only on the peer's answer? Reliable
+ * reception waits for every message's ACK; on both reliable levels an RDMA
+ * write waits for the responder's verdict on the target region (so a
+ * protection error is the initiator's descriptor's); a read, for its data. */
+static bool tx_answered(const struct fw_vi *vi)
+{
+    if (vi->reliability == VIP_SERVICE_RELIABLE_RECEPTION ||
+        vi->txd.op == VIP_CONTROL_OP_RDMAREAD)
+        return true;
+    return vi->txd.op == VIP_CONTROL_OP_RDMAWRITE && vi->reliability != VIP_SERVICE_UNRELIABLE;
+}
+
+/* The peer refused the message (NAK): the descriptor's status and the
+ * VI's error. */
+static void tx_refused(struct fw_vi *vi)
+{
+    bool prot = vi->naked_why == VIA_NAK_PROTECTION;
+    uint32_t status = prot ? VIP_STATUS_RDMA_PROT_ERROR : VIP_STATUS_TRANSPORT_ERROR;
+    uint32_t code = !prot ? VIP_ERROR_CONN_LOST
+                          : vi->txd.op == VIP_CONTROL_OP_RDMAREAD ? VIP_ERROR_RDMAR_PROT
+                                                                  : VIP_ERROR_RDMAW_PROT;
+    uint64_t va = vi->txd.va;
+    fw_updt(vi, &vi->txd, false, status, 0);
+    vi->sq.head++;
+    vi->tx = FW_TX_IDLE;
+    fw_vi_error(vi, code, prot ? va : 0);
+}
+
+/* T6 Updt: the message is on the wire (or, when it waits for an answer,
+ * answered): write the status, at its modelled time. */
 static int tx_updt(struct fw_vi *vi)
 {
-    if (vi->reliability == VIP_SERVICE_RELIABLE_RECEPTION &&
-        (int32_t)(vi->acked - vi->tx_seq) < 0) {
-        /* Completes on the peer's ACK; a NAK or a broken link fails it. */
-        if (vi->naked || (atomic_load(&vi->chan->state) != VIA_CHAN_OPEN &&
-                          !vi->link.ops->pending(&vi->link))) {
-            fw_updt(vi, &vi->txd, false, VIP_STATUS_TRANSPORT_ERROR, 0);
-            vi->sq.head++;
-            vi->tx = FW_TX_IDLE;
-            if (vi->naked)
-                fw_vi_error(vi, VIP_ERROR_CONN_LOST, 0);
+    if (tx_answered(vi) && (int32_t)(vi->acked - vi->tx_seq) < 0) {
+        /* Completes on the peer's answer; a NAK or a broken link fails it. */
+        if (vi->naked) {
+            tx_refused(vi);
             fw_link_check(vi);
             return FW_TX_IDLE;
         }
-        return FW_TX_BLOCKED; /* the ACK sets our arrival bit */
+        if (atomic_load(&vi->chan->state) != VIA_CHAN_OPEN && !vi->link.ops->pending(&vi->link)) {
+            fw_updt(vi, &vi->txd, false, VIP_STATUS_TRANSPORT_ERROR, 0);
+            vi->sq.head++;
+            vi->tx = FW_TX_IDLE;
+            fw_link_check(vi);
+            return FW_TX_IDLE;
+        }
+        return FW_TX_BLOCKED; /* the answer sets our arrival bit */
     }
     if (vi->nic->paced && !fw_release_due(vi, vi->tx_release))
         return FW_TX_BLOCKED;

@@ -51,6 +51,9 @@ void fw_xdes_fetch(struct fw_vi *vi, const struct via_db_token *tok, bool recv,
     d->mem_handle = tok->mem_handle;
     d->segcount = 0;
     d->control = 0;
+    d->op = VIP_CONTROL_OP_SENDRECV;
+    d->rkey = 0;
+    d->raddr = 0;
     d->imm = 0;
     d->total = 0;
     d->status = 0;
@@ -69,12 +72,17 @@ void fw_xdes_fetch(struct fw_vi *vi, const struct via_db_token *tok, bool recv,
     }
     hal_dma_from_host(&cs, d->va, sizeof cs);
     d->control = cs.Control;
+    d->op = cs.Control & VIP_CONTROL_OP_MASK;
     d->imm = cs.ImmediateData;
 
+    /* RDMA is the send queue's: DS[0] is then the remote address segment,
+     * the local data segments follow it. A read has no immediate data and
+     * needs a level that answers (VIP_NIC_ATTRIBUTES.RDMAReadSupport). */
+    bool rdma = d->op == VIP_CONTROL_OP_RDMAWRITE || d->op == VIP_CONTROL_OP_RDMAREAD;
     if (cs.SegCount > VIA_MAX_SEGS || (cs.Control & VIP_CONTROL_RESERVED) ||
-        (cs.Control & VIP_CONTROL_OP_MASK) != VIP_CONTROL_OP_SENDRECV) {
-        /* RDMA operations are not issued yet (the wire and the responder
-         * have them): refused as malformed, not lost. */
+        d->op == VIP_CONTROL_OP_RESERVED || (rdma && (recv || cs.SegCount == 0)) ||
+        (d->op == VIP_CONTROL_OP_RDMAREAD &&
+         ((cs.Control & VIP_CONTROL_IMMEDIATE) || vi->reliability == VIP_SERVICE_UNRELIABLE))) {
         d->status = VIP_STATUS_FORMAT_ERROR;
         return;
     }
@@ -86,14 +94,22 @@ void fw_xdes_fetch(struct fw_vi *vi, const struct via_db_token *tok, bool recv,
     VIP_DATA_SEGMENT seg[VIA_MAX_SEGS];
     if (seg_bytes)
         hal_dma_from_host(seg, d->va + sizeof cs, (uint32_t)seg_bytes);
-    d->segcount = cs.SegCount;
+    unsigned first = 0;
+    if (rdma) {
+        /* The remote range is the responder's to check (fw_rx.c). */
+        const VIP_ADDRESS_SEGMENT *as = (const VIP_ADDRESS_SEGMENT *)&seg[0];
+        d->raddr = as->Data.AddressBits;
+        d->rkey = as->Handle;
+        first = 1;
+    }
+    d->segcount = (uint16_t)(cs.SegCount - first);
 
     uint64_t total = 0;
-    for (unsigned i = 0; i < cs.SegCount; i++) {
+    for (unsigned i = first; i < cs.SegCount; i++) {
         uint64_t a = seg[i].Data.AddressBits;
         uint32_t len = seg[i].Length;
-        d->seg[i].va = a;
-        d->seg[i].len = len;
+        d->seg[i - first].va = a;
+        d->seg[i - first].len = len;
         total += len;
         if (len && fw_tpt_check(vi, seg[i].Handle, a, len)) {
             d->status = VIP_STATUS_PROTECTION_ERROR;

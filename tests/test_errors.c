@@ -292,7 +292,11 @@ static void bad_send_unreliable(build_fn build, uint32_t expect_bits, VIP_ULONG 
     if (pair_connect(&pr, mtu, 0) == 0) {
         VIP_DESCRIPTOR *bad = build(&pr);
         EXPECT_STATUS(send_status(&pr, bad), expect_bits);
-        CU_ASSERT_EQUAL(bad->CS.Status & VIP_STATUS_OP_MASK, VIP_STATUS_OP_SEND);
+        /* the operation the descriptor names, even when it is refused */
+        CU_ASSERT_EQUAL(bad->CS.Status & VIP_STATUS_OP_MASK,
+                        (bad->CS.Control & VIP_CONTROL_OP_MASK) == VIP_CONTROL_OP_RDMAREAD
+                            ? VIP_STATUS_OP_RDMA_READ
+                            : VIP_STATUS_OP_SEND);
         CU_ASSERT_EQUAL(tl_vi_state(pr.vi), VIP_STATE_CONNECTED);
         CU_ASSERT_EQUAL(cb_count, 0);
         /* the VI goes on: a good message reaches the peer */
@@ -365,10 +369,11 @@ static VIP_DESCRIPTOR *b_reserved_control(struct pair *pr)
     DESC(pr, 3)->CS.Control = 0x0100;
     return DESC(pr, 3);
 }
-static VIP_DESCRIPTOR *b_rdma_write(struct pair *pr)
+/* An RDMA read on an unreliable VI: it could never wait for its data. */
+static VIP_DESCRIPTOR *b_rdma_read(struct pair *pr)
 {
     tl_desc_1(DESC(pr, 3), DATA(pr), 10, pr->b.mh);
-    DESC(pr, 3)->CS.Control = VIP_CONTROL_OP_RDMAWRITE;
+    DESC(pr, 3)->CS.Control = VIP_CONTROL_OP_RDMAREAD;
     return DESC(pr, 3);
 }
 
@@ -408,9 +413,9 @@ static void test_reserved_control_bits(void)
 {
     bad_send_unreliable(b_reserved_control, VIP_STATUS_FORMAT_ERROR, 0);
 }
-static void test_rdma_operation(void)
+static void test_rdma_read_unreliable(void)
 {
-    bad_send_unreliable(b_rdma_write, VIP_STATUS_FORMAT_ERROR, 0);
+    bad_send_unreliable(b_rdma_read, VIP_STATUS_FORMAT_ERROR, 0);
 }
 
 /* ---- reliable: an error breaks the connection ---------------------------------------- */
@@ -706,7 +711,7 @@ int main(int argc, char **argv)
         TL_TEST(test_length_above_vi_mtu),
         TL_TEST(test_too_many_segments),
         TL_TEST(test_reserved_control_bits),
-        TL_TEST(test_rdma_operation),
+        TL_TEST(test_rdma_read_unreliable),
         TL_TEST(test_reliable_delivery_bad_send),
         TL_TEST(test_reliable_reception_bad_send),
         TL_TEST(test_recv_too_small_unreliable),

@@ -88,8 +88,11 @@ extern const char *const fw_rx_state_name[FW_RX_NSTATES];
 struct fw_xdes {
     uint64_t va;            /* host address of the descriptor */
     uint32_t mem_handle;
-    uint16_t segcount;
+    uint16_t segcount;      /* local data segments (the address segment not counted) */
     uint16_t control;
+    uint16_t op;            /* VIP_CONTROL_OP_*: send, RDMA write or RDMA read */
+    uint32_t rkey;          /* RDMA: the address segment (DS[0]): the remote */
+    uint64_t raddr;         /* region's memory handle and address */
     uint32_t imm;
     uint32_t total;         /* sum of the data segment lengths */
     uint32_t status;        /* error bits found so far */
@@ -158,8 +161,11 @@ struct fw_vi {
     struct fw_xdes txd;
     uint32_t tx_off;        /* bytes of the current message transmitted */
     uint32_t tx_seq;        /* last message sequence number used */
-    uint32_t acked;         /* highest message the peer acknowledged (ACK packets) */
+    uint32_t acked;         /* highest message the peer acknowledged (ACK packets,
+                               or the last fragment of an RDMA read's response) */
     bool naked;             /* the peer refused a message (NAK) */
+    uint32_t naked_why;     /* enum via_nak_reason it gave */
+    uint32_t rd_got;        /* RDMA read in flight: bytes of the response placed */
 
     /* receive side */
     struct fw_wq rq;
@@ -174,6 +180,14 @@ struct fw_vi {
     uint32_t rdma_rkey;     /* RDMA write being placed: its checked target */
     uint64_t rdma_raddr;
     uint32_t rdma_len;
+    /* Responder of an RDMA read: the checked source range, sent back as
+     * READ_RESP fragments when the link has room (rx_respond). */
+    struct {
+        bool active;
+        uint32_t seq, rkey, len, off;
+        uint64_t raddr;
+        uint64_t arrive_ns; /* paced: modelled arrival of the whole response */
+    } rresp;
     uint64_t rx_pkts;           /* packets taken off the link */
     uint64_t rx_sched_for;      /* paced: rx_pkts + 1 of the packet scheduled */
     uint64_t rx_release;        /* paced: model time its last stage ends */
