@@ -251,10 +251,13 @@ static bool rx_due(struct fw_vi *vi, const struct via_wire_hdr *h, uint64_t key)
          * message it is). */
         uint32_t n = h->type == VIA_PKT_RDMA_READ_REQ ? 0 : h->msg_len;
         double frac = n ? (double)h->frag_len / n : 1.0;
+        /* An RDMA write without immediate data uses no receive
+         * descriptor: no R4 fetch, no R6 completion. */
+        bool desc = h->type != VIA_PKT_RDMA_WRITE || (h->flags & VIA_PKT_IMM);
         double c3 = first ? fw_cost_stage(p, VIA_ST_R3_RECEIVE, FW_EXT_STANDARD, n, 1) : 0;
-        double c4 = first ? fw_cost_stage(p, VIA_ST_R4_XDES, FW_EXT_STANDARD, n, 1) : 0;
+        double c4 = first && desc ? fw_cost_stage(p, VIA_ST_R4_XDES, FW_EXT_STANDARD, n, 1) : 0;
         double c5 = frac * fw_cost_stage(p, VIA_ST_R5_XDATA, FW_EXT_STANDARD, n, n ? 1 : 0);
-        double c6 = last ? fw_cost_stage(p, VIA_ST_R6_UPDT, FW_EXT_STANDARD, n, 1) : 0;
+        double c6 = last && desc ? fw_cost_stage(p, VIA_ST_R6_UPDT, FW_EXT_STANDARD, n, 1) : 0;
         uint64_t dur = (uint64_t)(c3 + c4 + c5 + c6);
         uint64_t start = fw_sched_recv(nic, h->arrive_ns ? h->arrive_ns : hal_now_ns(), dur);
         vi->rx_release = start + dur;
