@@ -49,6 +49,9 @@ VIPD   := $(B)/bin/vipd
 VIPCTL := $(B)/bin/vipctl
 BENCHES:= $(patsubst bench/%.c,$(B)/bin/%,$(BENCH_SRCS))
 TESTS  := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRCS))
+# An old VIPL program (tests/oldvia), built as its authors built theirs:
+# vipl.h, -lvipl -lpthread, and nothing else of ours.
+OLDVIA := $(B)/tests/mp_bench
 BENCHES_A := $(filter $(patsubst %,$(B)/bin/%,$(INTERNAL_BENCHES)),$(BENCHES))
 TESTS_A   := $(filter $(patsubst %,$(B)/tests/%,$(INTERNAL_TESTS)),$(TESTS))
 
@@ -65,7 +68,7 @@ all: progs testprogs
 endif
 # everything but the tests (which need CUnit)
 progs: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(BENCHES) $(B)/lib/pkgconfig/vipl.pc
-testprogs: $(TESTS)
+testprogs: $(TESTS) $(OLDVIA)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -109,6 +112,11 @@ $(filter-out $(TESTS_A),$(TESTS)): $(B)/tests/%: $(B)/obj/tests/%.o $(call obj,$
 $(TESTS_A): $(B)/tests/%: $(B)/obj/tests/%.o $(call obj,$(TEST_LIB) $(TFW_LIB)) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(call obj,$(TEST_LIB) $(TFW_LIB)) $(LIBA) -lcunit -lpthread -lm
+
+$(OLDVIA): $(wildcard tests/oldvia/*.[ch]) $(LIBSO)
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu99 -O2 -g -Wall -Wextra -Werror $(SAN) -Ivipl/include -o $@ \
+		$(filter %.c,$^) -L$(B)/lib -lvipl -lpthread -Wl,-rpath,'$$ORIGIN/../lib'
 
 $(B)/lib/pkgconfig/vipl.pc: vipl/vipl.pc.in
 	@mkdir -p $(dir $@)
