@@ -7,6 +7,8 @@
 #include "ctl_sock.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,11 +148,82 @@ fail:
     return rc;
 }
 
+static _Thread_local char refusal[768];
+
+const char *ctl_refusal(void)
+{
+    return refusal;
+}
+
+/* The directory of path, into dir. */
+static void dir_of(const char *path, char *dir, size_t cap)
+{
+    snprintf(dir, cap, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, cap, ".");
+    else if (slash == dir)
+        dir[1] = 0;
+    else
+        *slash = 0;
+}
+
+static bool trusted_uid(uid_t u)
+{
+    return u == getuid() || u == 0;
+}
+
+/* Before a byte goes to whoever listens at path: the directory must be a
+ * real directory (not a link) of ours or root's that nobody else can
+ * write to, or a sticky one; and the socket must be ours or root's. A
+ * path another user could have planted fails here. */
+static int path_trusted(const char *path)
+{
+    char dir[512];
+    dir_of(path, dir, sizeof dir);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ELOOP || e == ENOTDIR) {
+            snprintf(refusal, sizeof refusal, "%s is a symbolic link or not a directory", dir);
+            return -EACCES;
+        }
+        return -e;
+    }
+    struct stat st;
+    int rc = fstat(fd, &st);
+    close(fd);
+    if (rc < 0)
+        return -errno;
+    if (!trusted_uid(st.st_uid)) {
+        snprintf(refusal, sizeof refusal, "%s belongs to uid %u, not to us or root", dir,
+                 (unsigned)st.st_uid);
+        return -EACCES;
+    }
+    if ((st.st_mode & 022) && !(st.st_mode & S_ISVTX)) {
+        snprintf(refusal, sizeof refusal, "others may write to %s (mode %o)", dir,
+                 (unsigned)(st.st_mode & 07777));
+        return -EACCES;
+    }
+    if (lstat(path, &st) < 0)
+        return -errno;
+    if (!S_ISSOCK(st.st_mode) || !trusted_uid(st.st_uid)) {
+        snprintf(refusal, sizeof refusal, "%s is not a socket of ours or root's (uid %u)", path,
+                 (unsigned)st.st_uid);
+        return -EACCES;
+    }
+    return 0;
+}
+
 int ctl_connect(const char *path)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
+    refusal[0] = 0;
     if (strlen(path) >= sizeof a.sun_path)
         return -ENAMETOOLONG;
+    int rc = path_trusted(path);
+    if (rc < 0)
+        return rc;
     strcpy(a.sun_path, path);
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (s < 0)
@@ -159,6 +232,15 @@ int ctl_connect(const char *path)
         int e = errno;
         close(s);
         return -e;
+    }
+    /* Whoever answers must be ours or root's, whatever the path said. */
+    struct ucred cr;
+    socklen_t cl = sizeof cr;
+    if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || !trusted_uid(cr.uid)) {
+        snprintf(refusal, sizeof refusal, "the process answering at %s runs as uid %u", path,
+                 (unsigned)cr.uid);
+        close(s);
+        return -EPERM;
     }
     return s;
 }
@@ -179,19 +261,23 @@ char *ctl_socket_path(char *buf, size_t cap)
 int ctl_make_socket_dir(const char *path)
 {
     char dir[512];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash || slash == dir)
+    dir_of(path, dir, sizeof dir);
+    if (!strcmp(dir, "/") || !strcmp(dir, "."))
         return 0;
-    *slash = 0;
     if (mkdir(dir, 0700) < 0 && errno != EEXIST)
         return -errno;
+    /* Not through a link, and the directory we checked is the one we fix. */
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
     struct stat st;
-    if (stat(dir, &st) < 0)
-        return -errno;
-    if (st.st_uid != getuid())
-        return -EPERM; /* someone else's directory: refuse to use it */
-    if ((st.st_mode & 0777) != 0700 && chmod(dir, 0700) < 0)
-        return -errno;
-    return 0;
+    int rc = 0;
+    if (fstat(fd, &st) < 0)
+        rc = -errno;
+    else if (st.st_uid != getuid())
+        rc = -EPERM; /* someone else's directory: refuse to use it */
+    else if ((st.st_mode & 0777) != 0700 && fchmod(fd, 0700) < 0)
+        rc = -errno;
+    close(fd);
+    return rc;
 }

@@ -28,8 +28,13 @@ int ctl_send(int sock, const void *hdr, size_t hdr_len, const void *body, size_t
 long ctl_recv(int sock, void *hdr, size_t hdr_len, void *body, size_t body_cap, int *fds,
               int *nfds);
 
-/* Connect to a vipd socket path; returns fd or -errno. */
+/* Connect to a vipd socket path; returns fd or -errno. Refuses (-EACCES)
+ * a path another user could have planted (its directory a link, or not
+ * ours or root's, or writable by others and not sticky; the socket not
+ * ours or root's), and (-EPERM) a listener that runs as another user;
+ * ctl_refusal() then says why. */
 int ctl_connect(const char *path);
+const char *ctl_refusal(void);
 
 /* The socket path: $VIPD_SOCKET, else $XDG_RUNTIME_DIR/vipd/vipd.sock, else
  * /tmp/vipd-<uid>/vipd.sock. Writes into buf; returns buf. */

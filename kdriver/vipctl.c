@@ -77,7 +77,8 @@ static void *call(uint32_t op, const void *req, uint32_t reqlen, size_t *len)
     if (s < 0) {
         if (s == -ENOENT || s == -ECONNREFUSED)
             no_vipd();
-        fprintf(stderr, "vipctl: cannot connect to %s: %s\n", sockpath, strerror(-s));
+        fprintf(stderr, "vipctl: cannot connect to %s: %s\n", sockpath,
+                ctl_refusal()[0] ? ctl_refusal() : strerror(-s));
         exit(1);
     }
     struct via_ctl_hdr h = {.op = op, .len = reqlen, .cookie = 1};
@@ -367,7 +368,8 @@ static int cmd_ping(void)
 {
     int s = ctl_connect(sockpath);
     if (s < 0) {
-        printf("no vipd answers on %s (%s)\n", sockpath, strerror(-s));
+        printf("no vipd answers on %s (%s)\n", sockpath,
+               ctl_refusal()[0] ? ctl_refusal() : strerror(-s));
         return 1;
     }
     struct via_ctl_hdr h = {.op = VIA_CTL_PING, .len = 0, .cookie = 1};

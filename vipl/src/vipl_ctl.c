@@ -73,7 +73,7 @@ VIP_RETURN vipl_call_side(struct vip_nic *n, uint32_t op, const void *req, size_
     int s = ctl_connect(n->sock_path);
     if (s < 0)
         return vipl_fail(VIP_ERROR_RESOURCE, "cannot reach vipd at %s: %s", n->sock_path,
-                         strerror(-s));
+                         ctl_refusal()[0] ? ctl_refusal() : strerror(-s));
     struct via_ctl_attach a = {.session_id = n->session_id};
     VIP_RETURN rc = roundtrip(s, VIA_CTL_ATTACH, &a, sizeof a, NULL, 0, NULL, NULL);
     if (rc == VIP_SUCCESS)
@@ -211,6 +211,11 @@ int vipl_connect_vipd(const char *path)
     int s = ctl_connect(path);
     if (s >= 0)
         return s;
+    if (ctl_refusal()[0]) {
+        /* Planted by someone else: nothing is sent there, nothing started. */
+        vipl_set_error("refusing the vipd socket %s: %s", path, ctl_refusal());
+        return -1;
+    }
     const char *auto_env = getenv("VIPD_AUTOSTART");
     if (auto_env && strcmp(auto_env, "0") == 0) {
         vipl_set_error("no vipd is running on %s and VIPD_AUTOSTART=0 (start 'vipd -f')",
@@ -218,7 +223,9 @@ int vipl_connect_vipd(const char *path)
         return -1;
     }
     if (ctl_make_socket_dir(path) < 0) {
-        vipl_set_error("cannot use the directory of %s (it must be ours, mode 0700)", path);
+        vipl_set_error("cannot use the directory of %s (it must be ours, mode 0700, not a "
+                       "symbolic link)",
+                       path);
         return -1;
     }
     if (start_vipd(path) < 0)
@@ -229,6 +236,10 @@ int vipl_connect_vipd(const char *path)
         s = ctl_connect(path);
         if (s >= 0)
             return s;
+        if (ctl_refusal()[0]) {
+            vipl_set_error("refusing the vipd socket %s: %s", path, ctl_refusal());
+            return -1;
+        }
         if (i == 25 && start_vipd(path) < 0)
             return -1;
         usleep(20000);
