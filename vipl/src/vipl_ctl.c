@@ -17,10 +17,13 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <spawn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,12 +33,30 @@
 
 extern char **environ;
 
+/* How long a call on the session's socket may wait for vipd: a stopped or
+ * wedged daemon costs a program an error, never a hang. */
+static unsigned ctl_timeout_ms(void)
+{
+    const char *e = getenv("VIPD_CTL_TIMEOUT_MS");
+    long v = e && *e ? strtol(e, NULL, 10) : 0;
+    return v > 0 && v < 3600000 ? (unsigned)v : 10000u;
+}
+
+/* A call that timed out on this thread (the socket is then out of step). */
+static _Thread_local bool ctl_timed_out;
+
 static VIP_RETURN roundtrip(int sock, uint32_t op, const void *req, size_t req_len, void *rep,
                             size_t rep_len, int *fds, int *nfds)
 {
     struct via_ctl_hdr h = {.op = op, .len = (uint32_t)req_len};
     struct via_ctl_reply_hdr r;
+    ctl_timed_out = false;
     int rc = ctl_send(sock, &h, sizeof h, req, req_len, NULL, 0);
+    if (rc == -EAGAIN || rc == -EWOULDBLOCK) {
+        ctl_timed_out = true;
+        return vipl_fail(VIP_ERROR_RESOURCE, "vipd timed out taking a request (%u ms): is it "
+                         "stopped? (VIPD_CTL_TIMEOUT_MS)", ctl_timeout_ms());
+    }
     if (rc < 0)
         return vipl_fail(VIP_ERROR_RESOURCE, "vipd connection lost while sending: %s",
                          strerror(-rc));
@@ -43,6 +64,11 @@ static VIP_RETURN roundtrip(int sock, uint32_t op, const void *req, size_t req_l
     long n = ctl_recv(sock, &r, sizeof r, rep, rep_len, fds, &cap);
     if (nfds)
         *nfds = cap;
+    if (n == -EAGAIN || n == -EWOULDBLOCK) {
+        ctl_timed_out = true;
+        return vipl_fail(VIP_ERROR_RESOURCE, "vipd timed out: no answer within %u ms: is it "
+                         "stopped? (VIPD_CTL_TIMEOUT_MS)", ctl_timeout_ms());
+    }
     if (n < 0)
         return vipl_fail(VIP_ERROR_RESOURCE, "vipd connection lost: %s", strerror((int)-n));
     if (r.status != VIP_SUCCESS) {
@@ -63,6 +89,11 @@ VIP_RETURN vipl_call(struct vip_nic *n, uint32_t op, const void *req, size_t req
 {
     pthread_mutex_lock(&n->ctl_lock);
     VIP_RETURN rc = roundtrip(n->sock, op, req, req_len, rep, rep_len, fds, nfds);
+    if (rc != VIP_SUCCESS && ctl_timed_out) {
+        /* A reply may still come, and would be taken for the next call's:
+         * the session's socket is done with. */
+        shutdown(n->sock, SHUT_RDWR);
+    }
     pthread_mutex_unlock(&n->ctl_lock);
     return rc;
 }
@@ -206,11 +237,21 @@ static int start_vipd(const char *sock_path)
     return 0;
 }
 
+/* The session's socket: every call on it is bounded in time. */
+static int bounded(int s)
+{
+    unsigned ms = ctl_timeout_ms();
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    return s;
+}
+
 int vipl_connect_vipd(const char *path)
 {
     int s = ctl_connect(path);
     if (s >= 0)
-        return s;
+        return bounded(s);
     if (ctl_refusal()[0]) {
         /* Planted by someone else: nothing is sent there, nothing started. */
         vipl_set_error("refusing the vipd socket %s: %s", path, ctl_refusal());
@@ -235,7 +276,7 @@ int vipl_connect_vipd(const char *path)
     for (int i = 0; i < 50; i++) {
         s = ctl_connect(path);
         if (s >= 0)
-            return s;
+            return bounded(s);
         if (ctl_refusal()[0]) {
             vipl_set_error("refusing the vipd socket %s: %s", path, ctl_refusal());
             return -1;
