@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define VIA_ABI_VERSION 2u
+#define VIA_ABI_VERSION 3u
 #define VIA_PAGE_SIZE 4096u
 #define VIA_CACHELINE 64u
 
@@ -436,6 +436,10 @@ struct via_ctl_hello_r { /* fds: tpt, event page, status page */
     uint16_t pad;
     uint32_t nnics;
     char profile[32];
+    /* The NIC's profile as vipd loaded it. The NIC models its costs from
+     * this copy, never from the shared NIC page, which every process on
+     * the NIC may write. */
+    struct via_profile prof;
 };
 struct via_ctl_attach {
     uint32_t session_id;

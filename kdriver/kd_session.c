@@ -170,6 +170,7 @@ static void op_hello(struct kd_client *c, uint64_t cookie, const void *body, str
     memcpy(a->nic_addr, s->nic->addr, VIA_NIC_ADDR_LEN);
     a->nnics = kd.nnics;
     snprintf(a->profile, sizeof a->profile, "%s", s->nic->prof.name);
+    a->prof = s->nic->prof;
     kd_add_fd(r, tfd, true);
     kd_add_fd(r, s->evfd, false);
     kd_add_fd(r, sfd, true);

@@ -39,8 +39,9 @@ struct fw_nic *nic_create(const struct nic_params *p)
     nic->ev = p->ev;
     nic->st = p->st;
     nic->np = p->np;
-    nic->prof = &p->np->prof;
-    nic->paced = p->np->prof.paced != 0;
+    nic->prof_own = p->prof ? *p->prof : p->np->prof;
+    nic->prof = &nic->prof_own;
+    nic->paced = nic->prof_own.paced != 0;
     nic->own_thread = p->own_thread;
     atomic_store(&nic->held_min, UINT64_MAX);
     pthread_mutex_init(&nic->lock, NULL);

@@ -11,6 +11,13 @@
  *
  * Claims are made in the order the NIC code reaches them; the lock is a
  * spinlock holding the claimer's pid, taken over if that process died.
+ *
+ * Everything here is in a page every process on the NIC may write, and a
+ * process may distort its own timing but never stop the others': a time
+ * read from the page (or from a peer's packet) is taken no further ahead
+ * of now than FW_SCHED_AHEAD_NS, and a lock held longer than
+ * FW_SCHED_LOCK_NS by anyone, alive or not, is taken over (a legitimate
+ * holder keeps it for a few hundred nanoseconds).
  */
 #include <errno.h>
 #include <signal.h>
@@ -19,22 +26,37 @@
 #include "fw.h"
 #include "fw_hal.h"
 
+#define FW_SCHED_AHEAD_NS 1000000000ull /* 1 s: more backlog than any real NIC queue */
+#define FW_SCHED_LOCK_NS 20000000ull    /* 20 ms */
+
 static void np_lock(struct via_nic_page *np)
 {
     uint32_t me = (uint32_t)getpid(), spins = 0;
+    uint64_t since = 0;
     for (;;) {
         uint32_t free_ = 0;
         if (atomic_compare_exchange_weak_explicit(&np->lock, &free_, me, memory_order_acquire,
                                                   memory_order_relaxed))
             return;
-        if (++spins % 100000 == 0) {
-            /* Held for long: if its holder is gone, nobody will free it. */
+        if (++spins % 1024 == 0) {
+            uint64_t now = hal_now_ns();
+            if (!since)
+                since = now;
+            /* Held for long: its holder died, or holds it to stop us. */
             uint32_t holder = atomic_load(&np->lock);
-            if (holder && kill((pid_t)holder, 0) < 0 && errno == ESRCH)
-                atomic_compare_exchange_strong(&np->lock, &holder, 0);
+            bool dead = holder && kill((pid_t)holder, 0) < 0 && errno == ESRCH;
+            if (holder && (dead || now - since > FW_SCHED_LOCK_NS) &&
+                atomic_compare_exchange_strong(&np->lock, &holder, me))
+                return;
         }
         hal_cpu_relax();
     }
+}
+
+/* A time read from shared state, no further ahead than the window. */
+static uint64_t ahead_bounded(uint64_t t, uint64_t now)
+{
+    return t > now + FW_SCHED_AHEAD_NS ? now + FW_SCHED_AHEAD_NS : t;
 }
 
 static void np_unlock(struct via_nic_page *np)
@@ -42,9 +64,10 @@ static void np_unlock(struct via_nic_page *np)
     atomic_store_explicit(&np->lock, 0, memory_order_release);
 }
 
+/* A busy-until time of the shared page, bounded. */
 static uint64_t ld(_Atomic uint64_t *x)
 {
-    return atomic_load_explicit(x, memory_order_relaxed);
+    return ahead_bounded(atomic_load_explicit(x, memory_order_relaxed), hal_now_ns());
 }
 
 /* A uniform draw in [0, 1): the phase of an unsynchronised clock. */
@@ -70,10 +93,11 @@ static double phase(void)
  * while the LANai is busy is found when the loop, restarted from the first
  * pair, reaches its slot.
  */
-static uint64_t doorbell_found(const struct via_nic_page *np, uint32_t vi_id, uint64_t ring_ns,
+static uint64_t doorbell_found(const struct fw_nic *nic, uint32_t vi_id, uint64_t ring_ns,
                                uint64_t busy_until)
 {
-    const struct via_profile *p = &np->prof;
+    const struct via_profile *p = nic->prof;
+    const struct via_nic_page *np = nic->np;
     if (p->hw_doorbell)
         return ring_ns;
     uint32_t slots = atomic_load_explicit(&np->scan_slots, memory_order_relaxed);
@@ -100,7 +124,7 @@ uint64_t fw_sched_send(struct fw_nic *nic, uint32_t vi_id, uint64_t ring_ns, uin
 {
     struct via_nic_page *np = nic->np;
     np_lock(np);
-    uint64_t found = doorbell_found(np, vi_id, ring_ns, ld(&np->lanai_busy_until));
+    uint64_t found = doorbell_found(nic, vi_id, ring_ns, ld(&np->lanai_busy_until));
     uint64_t start = claim(np, found, dur);
     atomic_store_explicit(&np->hdma_busy_until, start + dur, memory_order_relaxed);
     np_unlock(np);
@@ -110,6 +134,8 @@ uint64_t fw_sched_send(struct fw_nic *nic, uint32_t vi_id, uint64_t ring_ns, uin
 uint64_t fw_sched_recv(struct fw_nic *nic, uint64_t arrive_ns, uint64_t dur)
 {
     struct via_nic_page *np = nic->np;
+    /* A peer's packet says when it arrives: believed within the window. */
+    arrive_ns = ahead_bounded(arrive_ns, hal_now_ns());
     np_lock(np);
     /* The net receive DMA takes packets one at a time as they arrive. */
     uint64_t nrecv = ld(&np->nrecv_busy_until);

@@ -209,7 +209,8 @@ struct fw_nic {
     struct via_event_page *ev;       /* our event page */
     struct via_status_page *st;      /* counters and trace */
     struct via_nic_page *np;         /* profile and modelled resources */
-    const struct via_profile *prof;  /* &np->prof */
+    const struct via_profile *prof;  /* &prof_own */
+    struct via_profile prof_own;     /* ours: the shared page's copy is anyone's to edit */
     bool paced;
 
     /* The VI table, and which VIs the NIC must visit besides those whose

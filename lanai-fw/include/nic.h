@@ -39,7 +39,8 @@ struct nic_params {
     const struct via_tpt_entry *tpt; /* read-only view */
     struct via_event_page *ev;       /* this session's wake-up page */
     struct via_status_page *st;      /* counters and stage trace */
-    struct via_nic_page *np;         /* profile and modelled resources */
+    struct via_nic_page *np;         /* modelled resources (shared by the NIC's processes) */
+    const struct via_profile *prof;  /* the profile (copied); NULL: np's as it is now */
     bool own_thread;                 /* false: VIP_PROGRESS=manual */
 };
 

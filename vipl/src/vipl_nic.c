@@ -108,7 +108,7 @@ VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle)
         goto fail;
     const char *pm = getenv("VIP_PROGRESS");
     struct nic_params np = {.nic_index = (uint16_t)idx, .tpt = n->tpt_map, .ev = n->ev,
-                            .st = n->st, .np = n->np,
+                            .st = n->st, .np = n->np, .prof = &r.prof,
                             .own_thread = !(pm && !strcmp(pm, "manual"))};
     if (!(n->hw = nic_create(&np))) {
         rc = vipl_fail(VIP_ERROR_RESOURCE, "out of memory");
