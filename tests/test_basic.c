@@ -190,6 +190,19 @@ static void test_register_bad(void)
     TRC_SOFT(reg(&t, m + pg - 10, 20, t.ptag, &mh), VIP_INVALID_PARAMETER);
     TRC_SOFT(reg(&t, m, (VIP_ULONG)pg, t.ptag, &mh), VIP_SUCCESS);
     VipDeregisterMem(t.nic, m, mh);
+    /* memory the NIC could not use: no access, or read-only (the NIC
+     * writes statuses and received data), even for one page of the range */
+    TCHK(mprotect(m, (size_t)pg, PROT_NONE) == 0);
+    TRC_SOFT(reg(&t, m, 100, t.ptag, &mh), VIP_INVALID_PARAMETER);
+    CU_ASSERT_PTR_NOT_NULL(strstr(vip_last_error(), "without access"));
+    TCHK(mprotect(m, (size_t)pg, PROT_READ) == 0);
+    TRC_SOFT(reg(&t, m, 100, t.ptag, &mh), VIP_INVALID_PARAMETER);
+    CU_ASSERT_PTR_NOT_NULL(strstr(vip_last_error(), "read-only"));
+    TCHK(mprotect(m, (size_t)pg, PROT_READ | PROT_WRITE) == 0);
+    TCHK(mprotect(m + 2 * pg, (size_t)pg, PROT_READ) == 0);
+    TRC_SOFT(reg(&t, m + 2 * pg, (VIP_ULONG)pg, t.ptag, &mh), VIP_INVALID_PARAMETER);
+    TRC_SOFT(reg(&t, m, (VIP_ULONG)pg, t.ptag, &mh), VIP_SUCCESS);
+    VipDeregisterMem(t.nic, m, mh);
     munmap(m, (size_t)pg);
     munmap(m + 2 * pg, (size_t)pg);
     /* wrapping range */

@@ -9,6 +9,7 @@
  * pages; see spec-notes/memory-registration.md.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -83,21 +84,42 @@ VIP_RETURN VipDestroyPtag(VIP_NIC_HANDLE NicHandle, VIP_PROTECTION_HANDLE Ptag)
     return VIP_SUCCESS;
 }
 
-/* Is every page of [va, va+len) mapped? mincore fails with ENOMEM if not. */
-static int range_mapped(uintptr_t va, size_t len)
+/* Is all of [va, va+len) mapped readable and writable? The NIC reads
+ * send data and writes receive data, status words and RDMA targets there:
+ * a PROT_NONE or read-only page would fault inside the NIC's copy, in the
+ * owner's process. 0 if so; else why not, in why. */
+static int range_usable(uintptr_t va, size_t len, char *why, size_t cap)
 {
-    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-    uintptr_t start = va & ~(uintptr_t)(pg - 1);
-    size_t span = (va + len - start + pg - 1) & ~(pg - 1);
-    unsigned char vec[256];
-    while (span) {
-        size_t chunk = span < sizeof vec * pg ? span : sizeof vec * pg;
-        if (mincore((void *)start, chunk, vec) < 0)
-            return 0;
-        start += chunk;
-        span -= chunk;
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) {
+        snprintf(why, cap, "cannot read /proc/self/maps to check the region: %s",
+                 strerror(errno));
+        return -1;
     }
-    return 1;
+    uintptr_t at = va, end = va + len;
+    char line[512];
+    /* The mappings come in address order; walk them over [va, end). */
+    while (at < end && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        char perm[5];
+        if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perm) != 3 || hi <= at)
+            continue;
+        if (lo > at)
+            break; /* a hole */
+        if (perm[0] != 'r' || perm[1] != 'w') {
+            snprintf(why, cap, "the page at 0x%lx is mapped %s, not read-write", (unsigned long)at,
+                     perm[0] == '-' && perm[1] == '-' ? "without access" : "read-only");
+            fclose(f);
+            return -1;
+        }
+        at = hi;
+    }
+    fclose(f);
+    if (at < end) {
+        snprintf(why, cap, "nothing is mapped at 0x%lx", (unsigned long)at);
+        return -1;
+    }
+    return 0;
 }
 
 static uint32_t mem_flags(const VIP_MEM_ATTRIBUTES *a)
@@ -123,10 +145,10 @@ VIP_RETURN VipRegisterMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress, VI
     if (Length > n->attr.max_register_bytes)
         return vipl_fail(VIP_ERROR_RESOURCE, "region of %lu bytes exceeds MaxRegisterBytes",
                          (unsigned long)Length);
-    if (!range_mapped(va, Length))
-        return vipl_fail(VIP_INVALID_PARAMETER,
-                         "region %p + %lu is not mapped memory of this process",
-                         VirtualAddress, (unsigned long)Length);
+    char why[160];
+    if (range_usable(va, Length, why, sizeof why) < 0)
+        return vipl_fail(VIP_INVALID_PARAMETER, "region %p + %lu cannot be registered: %s",
+                         VirtualAddress, (unsigned long)Length, why);
     struct via_ctl_reg_mem q = {.va = va, .len = Length, .ptag = p->id,
                                 .flags = mem_flags(MemAttribs)};
     struct via_ctl_reg_mem_r r;
