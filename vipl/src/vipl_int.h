@@ -55,6 +55,7 @@ struct vip_nic {
     bool spin_fixed;             /* VIP_WAIT_SPIN_US set: no adaptation */
     pthread_mutex_t lock;        /* vis[], ptags, error callback */
     struct vip_vi *vis[VIA_MAX_VI];
+    _Atomic uint32_t ncqs;       /* CQs of this NIC (VipCloseNic refuses while any) */
     struct vip_ptag *ptags;
     void (*err_handler)(VIP_PVOID, VIP_ERROR_DESCRIPTOR *);
     VIP_PVOID err_ctx;

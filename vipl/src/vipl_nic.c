@@ -153,6 +153,11 @@ VIP_RETURN VipCloseNic(VIP_NIC_HANDLE NicHandle)
         }
     }
     pthread_mutex_unlock(&n->lock);
+    /* A CQ's ring and NIC state are the session's: a CQ left behind would
+     * be a handle to freed memory. */
+    if (atomic_load(&n->ncqs))
+        return vipl_fail(VIP_INVALID_STATE, "%u CQs still exist on this NIC: destroy them first",
+                         (unsigned)atomic_load(&n->ncqs));
     /* Closing the session makes vipd free whatever is left (ptags, regions,
      * CQs), exactly as when a process exits. */
     nic_destroy(n->hw);
