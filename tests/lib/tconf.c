@@ -70,20 +70,25 @@ void tc_dev_name(const struct tl_nic *t, char out[16])
 
 int tc_pair_connect(struct tc_pair *p)
 {
+    return tc_connect(&p->e[0].t, p->e[0].vi, &p->e[1].t, p->e[1].vi);
+}
+
+int tc_connect(struct tl_nic *a, VIP_VI_HANDLE va, struct tl_nic *b, VIP_VI_HANDLE vb)
+{
     struct tc_call acc;
     char disc[17], host[16];
     tl_discrim(disc, "c");
-    tc_dev_name(&p->e[1].t, host);
-    if (tc_call_start(&acc, 1, &p->e[1].t, p->e[1].vi, NULL, disc, 20000)) {
+    tc_dev_name(b, host);
+    if (tc_call_start(&acc, 1, b, vb, NULL, disc, 20000)) {
         CU_FAIL("accept thread");
         return -1;
     }
-    VIP_RETURN rc = tl_request(&p->e[0].t, p->e[0].vi, host, disc, 20000);
+    VIP_RETURN rc = tl_request(a, va, host, disc, 20000);
     VIP_RETURN arc = tc_call_join(&acc);
     if (rc != VIP_SUCCESS || arc != VIP_SUCCESS) {
         tl_report_rc(__FILE__, __LINE__, "connect (request, accept)", rc ? rc : arc,
                      VIP_SUCCESS);
-        CU_FAIL("tc_pair_connect");
+        CU_FAIL("tc_connect");
         return -1;
     }
     return 0;

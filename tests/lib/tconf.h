@@ -69,6 +69,8 @@ int tc_pair_open(struct tc_pair *p, const char *dev0, const char *dev1);
 int tc_pair_vis(struct tc_pair *p, VIP_RELIABILITY_LEVEL rel);
 /* Connect e[0].vi to e[1].vi. 0, or -1 after a CUnit failure. */
 int tc_pair_connect(struct tc_pair *p);
+/* Connect va (of a, requesting) to vb (of b, accepting on a thread). */
+int tc_connect(struct tl_nic *a, VIP_VI_HANDLE va, struct tl_nic *b, VIP_VI_HANDLE vb);
 /* Disconnect and destroy the VIs, destroy the CQs, free, close. */
 void tc_pair_close(struct tc_pair *p);
 

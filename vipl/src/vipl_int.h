@@ -80,6 +80,7 @@ struct vip_cq {
     struct via_cq_ring *ring;
     size_t map_len;
     _Atomic uint32_t nvis;       /* VIs bound to it */
+    _Atomic int overflow_told;   /* the error callback heard of its overflow */
     struct vip_notifiers notify;
 };
 

@@ -49,6 +49,12 @@ static void default_error_handler(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e)
     const char *q = getenv("VIP_QUIET");
     if (q && *q && *q != '0')
         return;
+    if (e->ResourceCode == VIP_RESOURCE_CQ) {
+        fprintf(stderr, "vipl: a completion queue overflowed and lost completions (%s); "
+                        "VipCQDone/VipCQWait refuse it from now on\n",
+                vip_error_code_str(e->ErrorCode));
+        return;
+    }
     fprintf(stderr, "vipl: VI %u: %s; the VI is in the error state (VipDisconnect resets it)\n",
             vi ? vi->id : 0u, vip_error_code_str(e->ErrorCode));
 }
