@@ -199,6 +199,7 @@ static void changed_under_receive(int deregister)
     struct tc_end *rx = &p.e[1];
     data = aligned_alloc(4096, 8192);
     TCHK(data != NULL);
+    memset(data, 0, 8192);
     TRC(reg(&rx->t, data, 8192, rx->t.ptag, 0, 0, &mh), VIP_SUCCESS);
     /* the receive: descriptor in the end's buffer, data in the other region */
     VIP_DESCRIPTOR *rd = tc_desc(rx, 0);
@@ -221,8 +222,10 @@ static void changed_under_receive(int deregister)
     TCHK(d == rd);
     CU_ASSERT_EQUAL(rd->CS.Status & VIP_STATUS_ERROR_MASK, VIP_STATUS_PROTECTION_ERROR);
     CU_ASSERT(rd->CS.Status & VIP_STATUS_DONE);
+    unsigned written = 0; /* nothing of the message reached the region */
     for (unsigned i = 0; i < 100; i++)
-        CU_ASSERT_EQUAL(data[i], 0);
+        written += data[i] != 0;
+    CU_ASSERT_EQUAL(written, 0);
     /* the next message goes on */
     d = tc_wait(rx->vi, 1, 5000);
     TCHK(d == tc_desc(rx, 1));
