@@ -57,7 +57,7 @@ const char *vip_error_code_str(VIP_ERROR_CODE code)
         [VIP_ERROR_RDMAR_PROT] = "RDMA read protection",
         [VIP_ERROR_COMP_PROT] = "completion protection",
         [VIP_ERROR_RDMA_TRANSPORT] = "RDMA transport",
-        [VIP_ERROR_CATASTROPHIC] = "catastrophic (the link misbehaved)",
+        [VIP_ERROR_CATASTROPHIC] = "catastrophic (the link misbehaved, or a CQ overflowed)",
     };
     if ((unsigned)code < sizeof what / sizeof what[0] && what[code])
         return what[code];

@@ -55,6 +55,7 @@ struct vip_nic {
     bool spin_fixed;             /* VIP_WAIT_SPIN_US set: no adaptation */
     pthread_mutex_t lock;        /* vis[], ptags, error callback */
     struct vip_vi *vis[VIA_MAX_VI];
+    _Atomic uint32_t ncqs;       /* CQs of this NIC (VipCloseNic refuses while any) */
     struct vip_ptag *ptags;
     void (*err_handler)(VIP_PVOID, VIP_ERROR_DESCRIPTOR *);
     VIP_PVOID err_ctx;
@@ -79,6 +80,7 @@ struct vip_cq {
     struct via_cq_ring *ring;
     size_t map_len;
     _Atomic uint32_t nvis;       /* VIs bound to it */
+    _Atomic int overflow_told;   /* the error callback heard of its overflow */
     struct vip_notifiers notify;
 };
 

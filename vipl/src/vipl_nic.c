@@ -49,6 +49,12 @@ static void default_error_handler(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e)
     const char *q = getenv("VIP_QUIET");
     if (q && *q && *q != '0')
         return;
+    if (e->ResourceCode == VIP_RESOURCE_CQ) {
+        fprintf(stderr, "vipl: a completion queue overflowed and lost completions (%s); "
+                        "VipCQDone/VipCQWait refuse it from now on\n",
+                vip_error_code_str(e->ErrorCode));
+        return;
+    }
     fprintf(stderr, "vipl: VI %u: %s; the VI is in the error state (VipDisconnect resets it)\n",
             vi ? vi->id : 0u, vip_error_code_str(e->ErrorCode));
 }
@@ -153,6 +159,11 @@ VIP_RETURN VipCloseNic(VIP_NIC_HANDLE NicHandle)
         }
     }
     pthread_mutex_unlock(&n->lock);
+    /* A CQ's ring and NIC state are the session's: a CQ left behind would
+     * be a handle to freed memory. */
+    if (atomic_load(&n->ncqs))
+        return vipl_fail(VIP_INVALID_STATE, "%u CQs still exist on this NIC: destroy them first",
+                         (unsigned)atomic_load(&n->ncqs));
     /* Closing the session makes vipd free whatever is left (ptags, regions,
      * CQs), exactly as when a process exits. */
     nic_destroy(n->hw);

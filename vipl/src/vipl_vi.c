@@ -263,6 +263,7 @@ VIP_RETURN VipCreateCQ(VIP_NIC_HANDLE NicHandle, VIP_ULONG EntryCount, VIP_CQ_HA
         return vipl_fail(VIP_ERROR_RESOURCE, "out of memory");
     }
     vipl_notifiers_init(&cq->notify);
+    atomic_fetch_add(&n->ncqs, 1);
     cq->magic = VIPL_MAGIC_CQ;
     *CQHandle = cq;
     return VIP_SUCCESS;
@@ -285,6 +286,7 @@ VIP_RETURN VipDestroyCQ(VIP_CQ_HANDLE CQHandle)
     }
     nic_cq_destroy(cq->hw);
     munmap(cq->ring, cq->map_len);
+    atomic_fetch_sub(&cq->nic->ncqs, 1);
     cq->magic = VIPL_DEAD;
     free(cq);
     return VIP_SUCCESS;

@@ -310,12 +310,34 @@ static bool cq_ready(void *arg, uint64_t *held)
     return cq_pop(w->cq, w->vi, w->recv);
 }
 
+/* A CQ that overflowed has lost completions, a catastrophic error of the
+ * CQ (VIA 1.0). The NIC only records it; the program's error callback
+ * hears of it once, from the first CQ call that finds it (not under any
+ * lock of ours: the handler may call VIPL). */
+static bool cq_overflowed(struct vip_cq *cq)
+{
+    if (!nic_cq_overflowed(cq->hw))
+        return false;
+    if (!atomic_exchange(&cq->overflow_told, 1)) {
+        VIP_ERROR_DESCRIPTOR e = {.NicHandle = cq->nic, .CQHandle = cq,
+                                  .ResourceCode = VIP_RESOURCE_CQ,
+                                  .ErrorCode = VIP_ERROR_CATASTROPHIC};
+        pthread_mutex_lock(&cq->nic->lock);
+        void (*fn)(VIP_PVOID, VIP_ERROR_DESCRIPTOR *) = cq->nic->err_handler;
+        VIP_PVOID ctx = cq->nic->err_ctx;
+        pthread_mutex_unlock(&cq->nic->lock);
+        if (fn)
+            fn(ctx, &e);
+    }
+    return true;
+}
+
 VIP_RETURN VipCQDone(VIP_CQ_HANDLE CQHandle, VIP_VI_HANDLE *ViHandle, VIP_BOOLEAN *RecvQueue)
 {
     struct vip_cq *cq = vipl_cq(CQHandle);
     if (!cq || !ViHandle || !RecvQueue)
         return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument to VipCQDone");
-    if (nic_cq_overflowed(cq->hw))
+    if (cq_overflowed(cq))
         return vipl_fail(VIP_ERROR_RESOURCE, "CQ overflowed: completions were lost "
                                              "(create it with more entries)");
     struct cq_wait w = {cq, ViHandle, RecvQueue};
@@ -328,8 +350,9 @@ VIP_RETURN VipCQWait(VIP_CQ_HANDLE CQHandle, VIP_ULONG Timeout, VIP_VI_HANDLE *V
     struct vip_cq *cq = vipl_cq(CQHandle);
     if (!cq || !ViHandle || !RecvQueue)
         return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument to VipCQWait");
-    if (nic_cq_overflowed(cq->hw))
-        return vipl_fail(VIP_ERROR_RESOURCE, "CQ overflowed: completions were lost");
+    if (cq_overflowed(cq))
+        return vipl_fail(VIP_ERROR_RESOURCE, "CQ overflowed: completions were lost "
+                                             "(create it with more entries)");
     struct cq_wait w = {cq, ViHandle, RecvQueue};
     return vipl_wait(cq->nic, Timeout, cq_ready, &w, "VipCQWait");
 }
