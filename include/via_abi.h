@@ -98,7 +98,12 @@ struct via_vi_counters {
     _Atomic uint64_t desc_errors; /* descriptors completed in error */
     _Atomic uint64_t sq_posted, sq_done, rq_posted, rq_done;
     _Atomic uint64_t tx_descless, tx_merged; /* sends that took an extension path */
-    uint64_t reserved[4];
+    /* Completions whose descriptor the NIC could not write (it failed the
+     * TPT): counted before sq_done/rq_done, so the library, finding the
+     * NIC's count past a descriptor whose Status is not DONE, knows it is
+     * one of these and completes it itself. */
+    _Atomic uint64_t sq_unwritten, rq_unwritten;
+    uint64_t reserved[2];
 };
 static_assert(sizeof(struct via_vi_counters) == 128, "vi counters");
 

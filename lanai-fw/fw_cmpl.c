@@ -162,6 +162,11 @@ void fw_updt(struct fw_vi *vi, const struct fw_xdes *d, bool recv, uint32_t stat
     struct via_vi_counters *c = &vi->db->cnt;
     if (status & VIP_STATUS_ERROR_MASK)
         fw_count(&c->desc_errors, 1);
+    if (!d->va) {
+        /* Nothing written: the library completes it (via_abi.h). */
+        fw_count(recv ? &c->rq_unwritten : &c->sq_unwritten, 1);
+        atomic_thread_fence(memory_order_release);
+    }
     if (recv) {
         fw_count(&c->rq_done, 1);
         if (!(status & VIP_STATUS_ERROR_MASK)) {

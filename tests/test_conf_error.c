@@ -235,9 +235,19 @@ static void test_unreadable_descriptor(void)
     CU_ASSERT(e->DescriptorPtr == NULL || e->DescriptorPtr == bad);
     CU_ASSERT_EQUAL(e->ResourceCode,
                     e->DescriptorPtr ? VIP_RESOURCE_DESCRIPTOR : VIP_RESOURCE_VI);
-    CU_ASSERT_EQUAL(bad->CS.Status, 0); /* nothing written there */
+    CU_ASSERT_EQUAL(bad->CS.Status, 0); /* nothing written there by the NIC */
     CU_ASSERT_EQUAL(tl_vi_state(TX(&p)->vi), VIP_STATE_CONNECTED);
     CU_ASSERT_EQUAL(tc_errlog_count(&tx), 1);
+    /* The send queue goes on: the library completes the unwritten
+     * descriptor itself, in order (a protection error), then the next. */
+    VIP_DESCRIPTOR *got = NULL;
+    TRC(VipSendWait(TX(&p)->vi, 5000, &got), VIP_SUCCESS);
+    CU_ASSERT_PTR_EQUAL(got, bad);
+    CU_ASSERT_EQUAL(bad->CS.Status & (VIP_STATUS_DONE | VIP_STATUS_ERROR_MASK),
+                    VIP_STATUS_DONE | VIP_STATUS_PROTECTION_ERROR);
+    TRC(VipSendWait(TX(&p)->vi, 5000, &got), VIP_SUCCESS);
+    CU_ASSERT_PTR_EQUAL(got, tc_desc(TX(&p), 1));
+    CU_ASSERT_EQUAL(got->CS.Status & VIP_STATUS_ERROR_MASK, 0);
 out:
     tl_buf_free(&other);
     tc_pair_close(&p);

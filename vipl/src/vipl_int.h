@@ -92,6 +92,7 @@ struct vip_queue {
      * that compares it with the NIC's count of completions. */
     _Atomic uint32_t head;
     uint32_t tail;
+    uint64_t unwritten_taken; /* completions the NIC could not write, taken (vipl_wait.c) */
 };
 
 struct vip_vi {

@@ -127,7 +127,24 @@ static bool pop_done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out)
     h = atomic_load_explicit(&q->head, memory_order_relaxed);
     if (h != q->tail) {
         VIP_DESCRIPTOR *d = q->desc[h % VIA_QUEUE_DEPTH];
-        if (__atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE) {
+        bool done = __atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE;
+        if (!done) {
+            /* The NIC counted it done but wrote nothing: it is a descriptor
+             * outside the memory it was posted with (its status would have
+             * been a protection error). Completed here, in order. */
+            uint64_t u = atomic_load_explicit(recv ? &cnt->rq_unwritten : &cnt->sq_unwritten,
+                                              memory_order_acquire);
+            if (u > q->unwritten_taken &&
+                !(__atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE)) {
+                q->unwritten_taken++;
+                __atomic_store_n(&d->CS.Status,
+                                 VIP_STATUS_DONE | VIP_STATUS_PROTECTION_ERROR |
+                                     (recv ? VIP_STATUS_OP_RECEIVE : VIP_STATUS_OP_SEND),
+                                 __ATOMIC_RELEASE);
+            }
+            done = __atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE;
+        }
+        if (done) {
             atomic_store_explicit(&q->head, h + 1, memory_order_release);
             *out = d;
             got = true;
