@@ -1,6 +1,6 @@
 /*
  * kd_vi.c - VIs (CREATE/DESTROY/SET_VI) and completion queues
- * (CREATE/DESTROY_CQ).
+ * (CREATE/DESTROY/RESIZE_CQ).
  *
  * A VI id is unique per NIC (lowest free, 0..VIA_MAX_VI-1): it is the
  * address a peer's packets carry. Its doorbell page is its own memfd, so
@@ -213,17 +213,37 @@ void kd_op_set_vi(struct kd_client *c, uint64_t cookie, const void *body, struct
     vi->attr = attr;
 }
 
+/* A zeroed ring of at least `entries` slots, sealed; NULL with r failed. */
+static struct via_cq_ring *cq_ring_make(uint32_t entries, size_t *bytes, uint32_t *nslots,
+                                        int *fd, struct kd_reply *r)
+{
+    if (entries < 1 || entries > VIA_MAX_CQ_ENTRIES) {
+        kd_fail(r, VIP_INVALID_PARAMETER, "CQ size %u is not in 1..%u", entries,
+                VIA_MAX_CQ_ENTRIES);
+        return NULL;
+    }
+    uint32_t n = 1;
+    while (n < entries)
+        n <<= 1;
+    size_t b = sizeof(struct via_cq_ring) + (size_t)n * sizeof(struct via_cq_entry);
+    struct via_cq_ring *ring = kd_shm_create("via-cq", b, 0, fd);
+    if (!ring) {
+        kd_fail(r, VIP_ERROR_RESOURCE, "cannot create a CQ ring of %u entries: %s", n,
+                strerror(errno));
+        return NULL;
+    }
+    ring->nslots = n;
+    *bytes = b;
+    *nslots = n;
+    return ring;
+}
+
 void kd_op_create_cq(struct kd_client *c, uint64_t cookie, const void *body,
                      struct kd_reply *r)
 {
     (void)cookie;
     const struct via_ctl_create_cq *q = body;
     struct kd_session *s = c->sess;
-    if (q->entries < 1 || q->entries > VIA_MAX_CQ_ENTRIES) {
-        kd_fail(r, VIP_INVALID_PARAMETER, "CQ size %u is not in 1..%u", q->entries,
-                VIA_MAX_CQ_ENTRIES);
-        return;
-    }
     uint32_t id = 0;
     while (id < VIA_MAX_CQ && s->cq[id])
         id++;
@@ -232,40 +252,42 @@ void kd_op_create_cq(struct kd_client *c, uint64_t cookie, const void *body,
                 VIA_MAX_CQ);
         return;
     }
-    uint32_t nslots = 1;
-    while (nslots < q->entries)
-        nslots <<= 1;
     struct kd_cq *cq = calloc(1, sizeof *cq);
     if (!cq) {
         kd_fail(r, VIP_ERROR_RESOURCE, "vipd is out of memory");
         return;
     }
-    cq->bytes = sizeof(struct via_cq_ring) + (size_t)nslots * sizeof(struct via_cq_entry);
     int fd;
-    cq->ring = kd_shm_create("via-cq", cq->bytes, 0, &fd);
+    cq->ring = cq_ring_make(q->entries, &cq->bytes, &cq->nslots, &fd, r);
     if (!cq->ring) {
-        kd_fail(r, VIP_ERROR_RESOURCE, "cannot create the CQ ring: %s", strerror(errno));
         free(cq);
         return;
     }
-    cq->ring->nslots = nslots;
     cq->id = id;
     cq->sess = s;
-    cq->nslots = nslots;
     s->cq[id] = cq;
     s->ncqs++;
     struct via_ctl_create_cq_r *a = kd_body(r, sizeof *a);
     if (a) {
         a->cq_id = id;
-        a->nslots = nslots;
+        a->nslots = cq->nslots;
     }
     kd_add_fd(r, fd, true);
+}
+
+static void cq_drop_spare(struct kd_cq *cq)
+{
+    kd_shm_unmap(cq->spare, cq->spare_bytes);
+    cq->spare = NULL;
+    cq->spare_bytes = 0;
+    cq->spare_nslots = 0;
 }
 
 static void cq_free(struct kd_session *s, struct kd_cq *cq)
 {
     s->cq[cq->id] = NULL;
     s->ncqs--;
+    cq_drop_spare(cq);
     kd_shm_unmap(cq->ring, cq->bytes);
     free(cq);
 }
@@ -286,6 +308,62 @@ void kd_op_destroy_cq(struct kd_client *c, uint64_t cookie, const void *body,
         return;
     }
     cq_free(c->sess, cq);
+}
+
+/* VipResizeCQ (via_abi.h: prepare, then commit or abort). Whether the
+ * entries queued fit is the NIC's to decide, in the process, under the
+ * CQ's lock: vipd never reads a ring. */
+void kd_op_resize_cq(struct kd_client *c, uint64_t cookie, const void *body,
+                     struct kd_reply *r)
+{
+    (void)cookie;
+    const struct via_ctl_resize_cq *q = body;
+    struct kd_cq *cq = cq_of(c->sess, q->cq_id);
+    if (!cq) {
+        kd_fail(r, VIP_INVALID_PARAMETER, "CQ %u is not a CQ of this NIC handle", q->cq_id);
+        return;
+    }
+    switch (q->step) {
+    case VIA_CQ_RESIZE_PREPARE: {
+        int fd;
+        size_t bytes;
+        uint32_t nslots;
+        struct via_cq_ring *ring = cq_ring_make(q->entries, &bytes, &nslots, &fd, r);
+        if (!ring)
+            return;
+        cq_drop_spare(cq); /* an earlier resize that never finished */
+        cq->spare = ring;
+        cq->spare_bytes = bytes;
+        cq->spare_nslots = nslots;
+        struct via_ctl_create_cq_r *a = kd_body(r, sizeof *a);
+        if (a) {
+            a->cq_id = cq->id;
+            a->nslots = nslots;
+        }
+        kd_add_fd(r, fd, true);
+        return;
+    }
+    case VIA_CQ_RESIZE_COMMIT:
+        if (!cq->spare) {
+            kd_fail(r, VIP_INVALID_STATE, "CQ %u has no resize prepared to commit", cq->id);
+            return;
+        }
+        kd_shm_unmap(cq->ring, cq->bytes);
+        cq->ring = cq->spare;
+        cq->bytes = cq->spare_bytes;
+        cq->nslots = cq->spare_nslots;
+        cq->spare = NULL;
+        cq->spare_bytes = 0;
+        cq->spare_nslots = 0;
+        kd_debug("session %u: CQ %u resized to %u entries", c->sess->id, cq->id, cq->nslots);
+        return;
+    case VIA_CQ_RESIZE_ABORT:
+        cq_drop_spare(cq);
+        return;
+    default:
+        kd_fail(r, VIP_INVALID_PARAMETER, "RESIZE_CQ step %u is not prepare, commit or abort",
+                q->step);
+    }
 }
 
 void kd_vi_session_free(struct kd_session *s, unsigned *nvis, unsigned *ncqs)
