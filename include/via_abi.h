@@ -43,6 +43,11 @@
 #define VIA_QUEUE_DEPTH 1024u       /* descriptors per work queue */
 #define VIA_MAX_REGISTER_BYTES (1ull << 34)
 #define VIA_MAX_DISCRIM 16u
+/* Reliability levels (VIP_SERVICE_* bits) whose VIs may enable RDMA read:
+ * VipQueryNic reports it as RDMAReadSupport and vipd refuses EnableRdmaRead
+ * on a VI of any other level (VIP_INVALID_RDMAREAD). None until the NIC
+ * issues RDMA reads; then VIP_SERVICE_RELIABLE_RECEPTION (4). */
+#define VIA_RDMA_READ_LEVELS 0u
 #define VIA_NIC_ADDR_LEN 6u
 
 /* ---- doorbells ----------------------------------------------------------

@@ -9,6 +9,7 @@
 #include "kd.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,9 +75,12 @@ static bool attr_ok(struct kd_session *s, struct via_vi_attr *a, struct kd_reply
         kd_fail(r, VIP_INVALID_PTAG, "ptag %u is not one of this NIC handle's ptags", a->ptag);
         return false;
     }
-    if (a->rdma_read && rel != VIP_SERVICE_RELIABLE_RECEPTION) {
+    /* What VipQueryNic reports as RDMAReadSupport, nothing more. */
+    if (a->rdma_read && !(rel & VIA_RDMA_READ_LEVELS)) {
         kd_fail(r, VIP_INVALID_RDMAREAD,
-                "RDMA read needs reliability level RELIABLE_RECEPTION on this NIC");
+                "EnableRdmaRead: this NIC does RDMA read only at the reliability levels of "
+                "its RDMAReadSupport 0x%x (0: none), not at 0x%x",
+                VIA_RDMA_READ_LEVELS, rel);
         return false;
     }
     a->rdma_write = a->rdma_write ? 1 : 0;
@@ -193,6 +197,39 @@ void kd_op_destroy_vi(struct kd_client *c, uint64_t cookie, const void *body,
     vi_free(vi, false);
 }
 
+/*
+ * What VipSetViAttributes may change in which VI state (spec-notes/
+ * vi-attributes.md). The reliability level was matched with the peer's
+ * when connecting, and the ptag is what the descriptors already posted are
+ * checked against: both change only while the VI is Idle. The transfer
+ * size and the RDMA enables are looked at per message, so they may change
+ * on a connected VI (or one in error). Nothing changes while a connection
+ * request is in flight: the peer is being shown the attributes. A field
+ * given its current value is no change, allowed in every state.
+ */
+#define ST(s) (1u << (s))
+static const struct vi_attr_rule {
+    const char *name;
+    size_t off; /* of its uint32_t in struct via_vi_attr */
+    unsigned states;
+} vi_attr_rules[] = {
+    {"ReliabilityLevel", offsetof(struct via_vi_attr, reliability), ST(VIA_VI_IDLE)},
+    {"Ptag", offsetof(struct via_vi_attr, ptag), ST(VIA_VI_IDLE)},
+    {"MaxTransferSize", offsetof(struct via_vi_attr, max_transfer),
+     ST(VIA_VI_IDLE) | ST(VIA_VI_CONNECTED) | ST(VIA_VI_ERROR)},
+    {"EnableRdmaWrite", offsetof(struct via_vi_attr, rdma_write),
+     ST(VIA_VI_IDLE) | ST(VIA_VI_CONNECTED) | ST(VIA_VI_ERROR)},
+    {"EnableRdmaRead", offsetof(struct via_vi_attr, rdma_read),
+     ST(VIA_VI_IDLE) | ST(VIA_VI_CONNECTED) | ST(VIA_VI_ERROR)},
+};
+
+static uint32_t attr_field(const struct via_vi_attr *a, size_t off)
+{
+    uint32_t v;
+    memcpy(&v, (const char *)a + off, sizeof v);
+    return v;
+}
+
 void kd_op_set_vi(struct kd_client *c, uint64_t cookie, const void *body, struct kd_reply *r)
 {
     (void)cookie;
@@ -200,14 +237,20 @@ void kd_op_set_vi(struct kd_client *c, uint64_t cookie, const void *body, struct
     struct kd_vi *vi = kd_vi_arg(c->sess, q->vi_id, r);
     if (!vi)
         return;
-    if (vi->state != VIA_VI_IDLE) {
-        kd_fail(r, VIP_INVALID_STATE, "VI %u is %s: attributes change only while IDLE", vi->id,
-                kd_vi_state_name(vi->state));
-        return;
-    }
+    /* A value no VI may have is refused as such, whatever the state. */
     struct via_vi_attr attr = q->attr;
     if (!attr_ok(c->sess, &attr, r))
         return;
+    for (size_t i = 0; i < sizeof vi_attr_rules / sizeof vi_attr_rules[0]; i++) {
+        const struct vi_attr_rule *u = &vi_attr_rules[i];
+        if (attr_field(&attr, u->off) == attr_field(&vi->attr, u->off) ||
+            (u->states & ST(vi->state)))
+            continue;
+        kd_fail(r, VIP_INVALID_STATE, "VI %u is %s: its %s changes only while %s", vi->id,
+                kd_vi_state_name(vi->state), u->name,
+                u->states == ST(VIA_VI_IDLE) ? "IDLE" : "IDLE, CONNECTED or ERROR");
+        return;
+    }
     kd_ptag_ref(vi->attr.ptag, -1, 0);
     kd_ptag_ref(attr.ptag, 1, 0);
     vi->attr = attr;

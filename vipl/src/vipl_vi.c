@@ -195,13 +195,20 @@ VIP_RETURN VipQueryVi(VIP_VI_HANDLE ViHandle, VIP_VI_STATE *State, VIP_VI_ATTRIB
     return VIP_SUCCESS;
 }
 
+/* What may change in which state is vipd's to decide (kd_vi.c, with the
+ * values' checks); the NIC then takes the new values under the VI's lock. */
 VIP_RETURN VipSetViAttributes(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES *ViAttribs)
 {
     struct vip_vi *vi = vipl_vi(ViHandle);
     if (!vi || !ViAttribs)
-        return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument");
+        return vipl_fail(VIP_INVALID_PARAMETER, "VipSetViAttributes: %s",
+                         !vi ? "not a VI handle" : "ViAttribs is NULL");
     if (!vipl_ptag(vi->nic, ViAttribs->Ptag))
-        return vipl_fail(VIP_INVALID_PTAG, "ViAttribs->Ptag is not a ptag of this NIC");
+        return vipl_fail(VIP_INVALID_PTAG, "VipSetViAttributes: ViAttribs->Ptag is not a "
+                                           "protection tag of this NIC");
+    if (ViAttribs->QoS)
+        return vipl_fail(VIP_INVALID_QOS, "VipSetViAttributes: QoS is not defined by VIA "
+                                          "1.0; pass NULL");
     struct via_ctl_set_vi q = {.vi_id = vi->id};
     vipl_attr_to_wire(ViAttribs, &q.attr);
     VIP_RETURN rc = vipl_call(vi->nic, VIA_CTL_SET_VI, &q, sizeof q, NULL, 0, NULL, NULL);
