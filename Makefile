@@ -49,6 +49,9 @@ VIPD   := $(B)/bin/vipd
 VIPCTL := $(B)/bin/vipctl
 BENCHES:= $(patsubst bench/%.c,$(B)/bin/%,$(BENCH_SRCS))
 TESTS  := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRCS))
+# Programs as the 1990s wrote them (K&R, gnu89), built against vipl.h with
+# every warning an error; test_compat runs them.
+COMPAT_PROGS := $(patsubst tests/compat/%.c,$(B)/tests/compat/%,$(wildcard tests/compat/*.c))
 BENCHES_A := $(filter $(patsubst %,$(B)/bin/%,$(INTERNAL_BENCHES)),$(BENCHES))
 TESTS_A   := $(filter $(patsubst %,$(B)/tests/%,$(INTERNAL_TESTS)),$(TESTS))
 
@@ -65,7 +68,7 @@ all: progs testprogs
 endif
 # everything but the tests (which need CUnit)
 progs: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(BENCHES) $(B)/lib/pkgconfig/vipl.pc
-testprogs: $(TESTS)
+testprogs: $(TESTS) $(COMPAT_PROGS)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -109,6 +112,11 @@ $(filter-out $(TESTS_A),$(TESTS)): $(B)/tests/%: $(B)/obj/tests/%.o $(call obj,$
 $(TESTS_A): $(B)/tests/%: $(B)/obj/tests/%.o $(call obj,$(TEST_LIB) $(TFW_LIB)) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(call obj,$(TEST_LIB) $(TFW_LIB)) $(LIBA) -lcunit -lpthread -lm
+
+$(COMPAT_PROGS): $(B)/tests/compat/%: tests/compat/%.c vipl/include/vipl.h $(LIBSO)
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu89 -Wall -Wextra -Werror $(OPT) -g $(SAN) -Ivipl/include -o $@ $< \
+		-L$(B)/lib -lvipl -Wl,-rpath,'$$ORIGIN/../../lib'
 
 $(B)/lib/pkgconfig/vipl.pc: vipl/vipl.pc.in
 	@mkdir -p $(dir $@)

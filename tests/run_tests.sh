@@ -81,7 +81,7 @@ bad_bins=0
 failures=""
 
 # The conformance tests of the matrix: binary, or binary:ERE of its tests.
-MATRIX_TESTS="test_basic test_pingpong test_multi test_ext
+MATRIX_TESTS="test_basic test_pingpong test_multi test_ext test_compat
 test_progress:^test_cq_(pingpong|stream)_(poll|wait)_native\$"
 
 # run_suite LABEL [NAME[:ERE]]...: run the binaries named (all if none),
