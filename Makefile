@@ -36,10 +36,10 @@ LIB_MAP    := vipl/libvipl.map
 
 # Tests and benchmarks that call library internals (fw_*, vipl_*, ...), which
 # libvipl.so does not export: they link libvipl.a instead.
-INTERNAL_TESTS  := test_fw_link test_fw_pipeline test_fw_errors test_fw_rdma test_fw_hostile test_model
+INTERNAL_TESTS  := test_fw_link test_fw_pipeline test_fw_errors test_fw_rdma test_fw_hostile test_model test_fw_cq
 INTERNAL_BENCHES:= vip_model
 # The multi-threaded tests, which check-tsan runs (those that exist).
-TSAN_TESTS := test_threads test_progress test_multi
+TSAN_TESTS := test_threads test_progress test_multi test_fw_cq test_cq
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
@@ -52,6 +52,9 @@ TESTS  := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRCS))
 # An old VIPL program (tests/oldvia), built as its authors built theirs:
 # vipl.h, -lvipl -lpthread, and nothing else of ours.
 OLDVIA := $(B)/tests/mp_bench
+# Programs as the 1990s wrote them (K&R, gnu89), built against vipl.h with
+# every warning an error; test_compat runs them.
+COMPAT_PROGS := $(patsubst tests/compat/%.c,$(B)/tests/compat/%,$(wildcard tests/compat/*.c))
 BENCHES_A := $(filter $(patsubst %,$(B)/bin/%,$(INTERNAL_BENCHES)),$(BENCHES))
 TESTS_A   := $(filter $(patsubst %,$(B)/tests/%,$(INTERNAL_TESTS)),$(TESTS))
 
@@ -68,7 +71,7 @@ all: progs testprogs
 endif
 # everything but the tests (which need CUnit)
 progs: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(BENCHES) $(B)/lib/pkgconfig/vipl.pc
-testprogs: $(TESTS) $(OLDVIA)
+testprogs: $(TESTS) $(OLDVIA) $(COMPAT_PROGS)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -117,6 +120,11 @@ $(OLDVIA): $(wildcard tests/oldvia/*.[ch]) $(LIBSO)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu99 -O2 -g -Wall -Wextra -Werror $(SAN) -Ivipl/include -o $@ \
 		$(filter %.c,$^) -L$(B)/lib -lvipl -lpthread -Wl,-rpath,'$$ORIGIN/../lib'
+
+$(COMPAT_PROGS): $(B)/tests/compat/%: tests/compat/%.c vipl/include/vipl.h $(LIBSO)
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu89 -Wall -Wextra -Werror $(OPT) -g $(SAN) -Ivipl/include -o $@ $< \
+		-L$(B)/lib -lvipl -Wl,-rpath,'$$ORIGIN/../../lib'
 
 $(B)/lib/pkgconfig/vipl.pc: vipl/vipl.pc.in
 	@mkdir -p $(dir $@)

@@ -44,8 +44,10 @@
 #define VIA_MAX_REGISTER_BYTES (1ull << 34)
 #define VIA_MAX_DISCRIM 16u
 #define VIA_NIC_ADDR_LEN 6u
-/* Reliability levels that may issue RDMA reads (VIP_SERVICE_* bits): the
- * read's response is an answer, which an unreliable VI never waits for. */
+/* Reliability levels (VIP_SERVICE_* bits) whose VIs may enable RDMA read:
+ * VipQueryNic reports it as RDMAReadSupport and vipd refuses EnableRdmaRead
+ * on a VI of any other level (VIP_INVALID_RDMAREAD). Both reliable levels:
+ * a read's response is an answer, which an unreliable VI never waits for. */
 #define VIA_RDMA_READ_LEVELS 0x6u
 
 /* ---- doorbells ----------------------------------------------------------
@@ -221,6 +223,9 @@ static_assert(sizeof(struct via_status_page) == VIA_PAGE_SIZE + 32 * VIA_TRACE_S
  * Only the NIC writes entries and tail (release); only the host consumer
  * advances head. The NIC never overwrites an unconsumed entry: when the ring
  * is full it records overflow, a catastrophic CQ error (VIA 1.0).
+ * VipResizeCQ replaces the ring by a new object (VIA_CTL_RESIZE_CQ) whose
+ * head and tail continue the old one's, the entries not yet taken copied to
+ * the same positions (modulo the new nslots).
  */
 struct via_cq_entry {
     uint32_t vi_id;
@@ -391,6 +396,7 @@ enum via_ctl_op {
     VIA_CTL_LIST_NICS, VIA_CTL_LIST_VIS, VIA_CTL_LIST_MEM,
     VIA_CTL_TRACE, VIA_CTL_SHUTDOWN, VIA_CTL_PING,
     VIA_CTL_GET_PROFILE,    /* a NIC's profile, VI bound and modelled stage totals */
+    VIA_CTL_RESIZE_CQ,      /* a replacement ring for a CQ (prepare, commit, abort) */
     VIA_CTL_NOPS
 };
 
@@ -476,6 +482,12 @@ struct via_ctl_set_vi { uint32_t vi_id; uint32_t pad; struct via_vi_attr attr; }
 struct via_ctl_create_cq { uint32_t entries; uint32_t pad; };
 struct via_ctl_create_cq_r { uint32_t cq_id; uint32_t nslots; }; /* fd: cq ring */
 struct via_ctl_cq { uint32_t cq_id; uint32_t pad; };
+/* VipResizeCQ in two steps, so that vipd's record of the ring is the one
+ * the process uses: PREPARE makes a ring of `entries` (reply: create_cq_r
+ * and its fd) held aside; once the NIC has switched to it, COMMIT makes it
+ * the CQ's ring (the old one is freed); if the NIC refused, ABORT drops it. */
+enum via_cq_resize_step { VIA_CQ_RESIZE_PREPARE, VIA_CQ_RESIZE_COMMIT, VIA_CQ_RESIZE_ABORT };
+struct via_ctl_resize_cq { uint32_t cq_id; uint32_t entries; uint32_t step; uint32_t pad; };
 
 struct via_ctl_conn_wait {
     struct via_net_addr local;

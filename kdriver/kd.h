@@ -61,6 +61,10 @@ struct kd_cq {
     size_t bytes;
     uint32_t nslots;
     unsigned nbound; /* work queues bound to it */
+    /* A resize's replacement ring, between PREPARE and COMMIT/ABORT. */
+    struct via_cq_ring *spare;
+    size_t spare_bytes;
+    uint32_t spare_nslots;
 };
 
 struct kd_nic;
@@ -222,7 +226,7 @@ kd_handler_fn kd_op_query_nic, kd_op_ns_lookup;
 kd_handler_fn kd_op_create_ptag, kd_op_destroy_ptag, kd_op_reg_mem, kd_op_dereg_mem,
     kd_op_set_mem;
 kd_handler_fn kd_op_create_vi, kd_op_destroy_vi, kd_op_set_vi, kd_op_create_cq,
-    kd_op_destroy_cq;
+    kd_op_destroy_cq, kd_op_resize_cq;
 kd_handler_fn kd_op_conn_wait, kd_op_conn_accept, kd_op_conn_reject, kd_op_conn_request,
     kd_op_disconnect, kd_op_vi_error;
 /* Keep the stage trace of a session that ends, for `vipctl trace dump|stats`. */

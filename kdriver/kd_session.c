@@ -258,6 +258,7 @@ static const struct kd_op ops[VIA_CTL_NOPS] = {
     [VIA_CTL_SHUTDOWN] = {"SHUTDOWN", 0, kd_op_shutdown, false},
     [VIA_CTL_PING] = {"PING", 0, kd_op_ping, false},
     OP(VIA_CTL_GET_PROFILE, "GET_PROFILE", struct via_ctl_get_profile, kd_op_get_profile, false),
+    OP(VIA_CTL_RESIZE_CQ, "RESIZE_CQ", struct via_ctl_resize_cq, kd_op_resize_cq, true),
 };
 
 static void dispatch(struct kd_client *c, const struct via_ctl_hdr *h, const void *body,

@@ -1,6 +1,6 @@
 /*
  * kd_vi.c - VIs (CREATE/DESTROY/SET_VI) and completion queues
- * (CREATE/DESTROY_CQ).
+ * (CREATE/DESTROY/RESIZE_CQ).
  *
  * A VI id is unique per NIC (lowest free, 0..VIA_MAX_VI-1): it is the
  * address a peer's packets carry. Its doorbell page is its own memfd, so
@@ -9,6 +9,7 @@
 #include "kd.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,9 +75,12 @@ static bool attr_ok(struct kd_session *s, struct via_vi_attr *a, struct kd_reply
         kd_fail(r, VIP_INVALID_PTAG, "ptag %u is not one of this NIC handle's ptags", a->ptag);
         return false;
     }
+    /* What VipQueryNic reports as RDMAReadSupport, nothing more. */
     if (a->rdma_read && !(rel & VIA_RDMA_READ_LEVELS)) {
         kd_fail(r, VIP_INVALID_RDMAREAD,
-                "RDMA read needs a reliable level (RELIABLE_DELIVERY or RELIABLE_RECEPTION)");
+                "EnableRdmaRead: this NIC does RDMA read only at the reliability levels of "
+                "its RDMAReadSupport 0x%x (0: none), not at 0x%x",
+                VIA_RDMA_READ_LEVELS, rel);
         return false;
     }
     a->rdma_write = a->rdma_write ? 1 : 0;
@@ -193,6 +197,39 @@ void kd_op_destroy_vi(struct kd_client *c, uint64_t cookie, const void *body,
     vi_free(vi, false);
 }
 
+/*
+ * What VipSetViAttributes may change in which VI state (spec-notes/
+ * vi-attributes.md). The reliability level was matched with the peer's
+ * when connecting, and the ptag is what the descriptors already posted are
+ * checked against: both change only while the VI is Idle. The transfer
+ * size and the RDMA enables are looked at per message, so they may change
+ * on a connected VI (or one in error). Nothing changes while a connection
+ * request is in flight: the peer is being shown the attributes. A field
+ * given its current value is no change, allowed in every state.
+ */
+#define ST(s) (1u << (s))
+static const struct vi_attr_rule {
+    const char *name;
+    size_t off; /* of its uint32_t in struct via_vi_attr */
+    unsigned states;
+} vi_attr_rules[] = {
+    {"ReliabilityLevel", offsetof(struct via_vi_attr, reliability), ST(VIA_VI_IDLE)},
+    {"Ptag", offsetof(struct via_vi_attr, ptag), ST(VIA_VI_IDLE)},
+    {"MaxTransferSize", offsetof(struct via_vi_attr, max_transfer),
+     ST(VIA_VI_IDLE) | ST(VIA_VI_CONNECTED) | ST(VIA_VI_ERROR)},
+    {"EnableRdmaWrite", offsetof(struct via_vi_attr, rdma_write),
+     ST(VIA_VI_IDLE) | ST(VIA_VI_CONNECTED) | ST(VIA_VI_ERROR)},
+    {"EnableRdmaRead", offsetof(struct via_vi_attr, rdma_read),
+     ST(VIA_VI_IDLE) | ST(VIA_VI_CONNECTED) | ST(VIA_VI_ERROR)},
+};
+
+static uint32_t attr_field(const struct via_vi_attr *a, size_t off)
+{
+    uint32_t v;
+    memcpy(&v, (const char *)a + off, sizeof v);
+    return v;
+}
+
 void kd_op_set_vi(struct kd_client *c, uint64_t cookie, const void *body, struct kd_reply *r)
 {
     (void)cookie;
@@ -200,17 +237,48 @@ void kd_op_set_vi(struct kd_client *c, uint64_t cookie, const void *body, struct
     struct kd_vi *vi = kd_vi_arg(c->sess, q->vi_id, r);
     if (!vi)
         return;
-    if (vi->state != VIA_VI_IDLE) {
-        kd_fail(r, VIP_INVALID_STATE, "VI %u is %s: attributes change only while IDLE", vi->id,
-                kd_vi_state_name(vi->state));
-        return;
-    }
+    /* A value no VI may have is refused as such, whatever the state. */
     struct via_vi_attr attr = q->attr;
     if (!attr_ok(c->sess, &attr, r))
         return;
+    for (size_t i = 0; i < sizeof vi_attr_rules / sizeof vi_attr_rules[0]; i++) {
+        const struct vi_attr_rule *u = &vi_attr_rules[i];
+        if (attr_field(&attr, u->off) == attr_field(&vi->attr, u->off) ||
+            (u->states & ST(vi->state)))
+            continue;
+        kd_fail(r, VIP_INVALID_STATE, "VI %u is %s: its %s changes only while %s", vi->id,
+                kd_vi_state_name(vi->state), u->name,
+                u->states == ST(VIA_VI_IDLE) ? "IDLE" : "IDLE, CONNECTED or ERROR");
+        return;
+    }
     kd_ptag_ref(vi->attr.ptag, -1, 0);
     kd_ptag_ref(attr.ptag, 1, 0);
     vi->attr = attr;
+}
+
+/* A zeroed ring of at least `entries` slots, sealed; NULL with r failed. */
+static struct via_cq_ring *cq_ring_make(uint32_t entries, size_t *bytes, uint32_t *nslots,
+                                        int *fd, struct kd_reply *r)
+{
+    if (entries < 1 || entries > VIA_MAX_CQ_ENTRIES) {
+        kd_fail(r, VIP_INVALID_PARAMETER, "CQ size %u is not in 1..%u", entries,
+                VIA_MAX_CQ_ENTRIES);
+        return NULL;
+    }
+    uint32_t n = 1;
+    while (n < entries)
+        n <<= 1;
+    size_t b = sizeof(struct via_cq_ring) + (size_t)n * sizeof(struct via_cq_entry);
+    struct via_cq_ring *ring = kd_shm_create("via-cq", b, 0, fd);
+    if (!ring) {
+        kd_fail(r, VIP_ERROR_RESOURCE, "cannot create a CQ ring of %u entries: %s", n,
+                strerror(errno));
+        return NULL;
+    }
+    ring->nslots = n;
+    *bytes = b;
+    *nslots = n;
+    return ring;
 }
 
 void kd_op_create_cq(struct kd_client *c, uint64_t cookie, const void *body,
@@ -219,11 +287,6 @@ void kd_op_create_cq(struct kd_client *c, uint64_t cookie, const void *body,
     (void)cookie;
     const struct via_ctl_create_cq *q = body;
     struct kd_session *s = c->sess;
-    if (q->entries < 1 || q->entries > VIA_MAX_CQ_ENTRIES) {
-        kd_fail(r, VIP_INVALID_PARAMETER, "CQ size %u is not in 1..%u", q->entries,
-                VIA_MAX_CQ_ENTRIES);
-        return;
-    }
     uint32_t id = 0;
     while (id < VIA_MAX_CQ && s->cq[id])
         id++;
@@ -232,40 +295,42 @@ void kd_op_create_cq(struct kd_client *c, uint64_t cookie, const void *body,
                 VIA_MAX_CQ);
         return;
     }
-    uint32_t nslots = 1;
-    while (nslots < q->entries)
-        nslots <<= 1;
     struct kd_cq *cq = calloc(1, sizeof *cq);
     if (!cq) {
         kd_fail(r, VIP_ERROR_RESOURCE, "vipd is out of memory");
         return;
     }
-    cq->bytes = sizeof(struct via_cq_ring) + (size_t)nslots * sizeof(struct via_cq_entry);
     int fd;
-    cq->ring = kd_shm_create("via-cq", cq->bytes, 0, &fd);
+    cq->ring = cq_ring_make(q->entries, &cq->bytes, &cq->nslots, &fd, r);
     if (!cq->ring) {
-        kd_fail(r, VIP_ERROR_RESOURCE, "cannot create the CQ ring: %s", strerror(errno));
         free(cq);
         return;
     }
-    cq->ring->nslots = nslots;
     cq->id = id;
     cq->sess = s;
-    cq->nslots = nslots;
     s->cq[id] = cq;
     s->ncqs++;
     struct via_ctl_create_cq_r *a = kd_body(r, sizeof *a);
     if (a) {
         a->cq_id = id;
-        a->nslots = nslots;
+        a->nslots = cq->nslots;
     }
     kd_add_fd(r, fd, true);
+}
+
+static void cq_drop_spare(struct kd_cq *cq)
+{
+    kd_shm_unmap(cq->spare, cq->spare_bytes);
+    cq->spare = NULL;
+    cq->spare_bytes = 0;
+    cq->spare_nslots = 0;
 }
 
 static void cq_free(struct kd_session *s, struct kd_cq *cq)
 {
     s->cq[cq->id] = NULL;
     s->ncqs--;
+    cq_drop_spare(cq);
     kd_shm_unmap(cq->ring, cq->bytes);
     free(cq);
 }
@@ -286,6 +351,62 @@ void kd_op_destroy_cq(struct kd_client *c, uint64_t cookie, const void *body,
         return;
     }
     cq_free(c->sess, cq);
+}
+
+/* VipResizeCQ (via_abi.h: prepare, then commit or abort). Whether the
+ * entries queued fit is the NIC's to decide, in the process, under the
+ * CQ's lock: vipd never reads a ring. */
+void kd_op_resize_cq(struct kd_client *c, uint64_t cookie, const void *body,
+                     struct kd_reply *r)
+{
+    (void)cookie;
+    const struct via_ctl_resize_cq *q = body;
+    struct kd_cq *cq = cq_of(c->sess, q->cq_id);
+    if (!cq) {
+        kd_fail(r, VIP_INVALID_PARAMETER, "CQ %u is not a CQ of this NIC handle", q->cq_id);
+        return;
+    }
+    switch (q->step) {
+    case VIA_CQ_RESIZE_PREPARE: {
+        int fd;
+        size_t bytes;
+        uint32_t nslots;
+        struct via_cq_ring *ring = cq_ring_make(q->entries, &bytes, &nslots, &fd, r);
+        if (!ring)
+            return;
+        cq_drop_spare(cq); /* an earlier resize that never finished */
+        cq->spare = ring;
+        cq->spare_bytes = bytes;
+        cq->spare_nslots = nslots;
+        struct via_ctl_create_cq_r *a = kd_body(r, sizeof *a);
+        if (a) {
+            a->cq_id = cq->id;
+            a->nslots = nslots;
+        }
+        kd_add_fd(r, fd, true);
+        return;
+    }
+    case VIA_CQ_RESIZE_COMMIT:
+        if (!cq->spare) {
+            kd_fail(r, VIP_INVALID_STATE, "CQ %u has no resize prepared to commit", cq->id);
+            return;
+        }
+        kd_shm_unmap(cq->ring, cq->bytes);
+        cq->ring = cq->spare;
+        cq->bytes = cq->spare_bytes;
+        cq->nslots = cq->spare_nslots;
+        cq->spare = NULL;
+        cq->spare_bytes = 0;
+        cq->spare_nslots = 0;
+        kd_debug("session %u: CQ %u resized to %u entries", c->sess->id, cq->id, cq->nslots);
+        return;
+    case VIA_CQ_RESIZE_ABORT:
+        cq_drop_spare(cq);
+        return;
+    default:
+        kd_fail(r, VIP_INVALID_PARAMETER, "RESIZE_CQ step %u is not prepare, commit or abort",
+                q->step);
+    }
 }
 
 void kd_vi_session_free(struct kd_session *s, unsigned *nvis, unsigned *ncqs)

@@ -117,18 +117,22 @@ void fw_want_visit(struct fw_vi *vi)
         atomic_fetch_or_explicit(w, bit, memory_order_release);
 }
 
+/* The ring only under the CQ's lock: VipResizeCQ may be replacing it
+ * (fw_nic.c, nic_cq_resize); the mirror `posted` is what polls look at. */
 static void cq_post(struct fw_vi *vi, struct fw_cq *cq, bool recv)
 {
-    struct via_cq_ring *r = cq->ring;
     pthread_mutex_lock(&cq->lock);
+    struct via_cq_ring *r = cq->ring;
     uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
-    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
-    if (tail - head >= r->nslots) {
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    if (tail - head >= cq->nslots) {
         /* VIA 1.0: a CQ overrun is catastrophic; never overwrite an entry. */
         atomic_store(&r->overflow, 1);
+        atomic_store(&cq->overflow, 1);
     } else {
-        r->e[tail % r->nslots] = (struct via_cq_entry){vi->vi_id, recv, vi->gen};
+        r->e[tail & (cq->nslots - 1)] = (struct via_cq_entry){vi->vi_id, recv, vi->gen};
         atomic_store_explicit(&r->tail, tail + 1, memory_order_release);
+        atomic_store_explicit(&cq->posted, tail + 1, memory_order_release);
     }
     pthread_mutex_unlock(&cq->lock);
 }

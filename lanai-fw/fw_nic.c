@@ -22,6 +22,7 @@
  */
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <vipl.h>
 
 #include "fw.h"
@@ -407,12 +408,18 @@ uint64_t nic_vi_progress(struct fw_vi *vi, bool host)
 
 struct fw_cq *nic_cq_create(struct fw_nic *nic, struct via_cq_ring *ring)
 {
-    struct fw_cq *cq = calloc(1, sizeof *cq);
+    /* aligned: the mirrors sit on cache lines of their own */
+    struct fw_cq *cq = aligned_alloc(_Alignof(struct fw_cq), sizeof *cq);
     if (!cq)
         return NULL;
+    memset(cq, 0, sizeof *cq);
     pthread_mutex_init(&cq->lock, NULL);
     cq->ring = ring;
+    cq->nslots = ring->nslots;
     cq->nic = nic;
+    atomic_store(&cq->posted, atomic_load(&ring->tail));
+    atomic_store(&cq->taken, atomic_load(&ring->head));
+    atomic_store(&cq->overflow, atomic_load(&ring->overflow));
     return cq;
 }
 
@@ -431,17 +438,19 @@ uint16_t nic_vi_gen(const struct fw_vi *vi)
 
 bool nic_cq_pop(struct fw_cq *cq, uint32_t *vi_id, uint16_t *gen, bool *recv)
 {
-    struct via_cq_ring *r = cq->ring;
     bool got = false;
-    /* Empty is the common case of a poll: look before locking. */
-    if (atomic_load_explicit(&r->tail, memory_order_acquire) ==
-        atomic_load_explicit(&r->head, memory_order_relaxed))
+    /* Empty is the common case of a poll: look (at the mirrors, never at a
+     * ring a resize may be replacing) before locking. */
+    if (atomic_load_explicit(&cq->posted, memory_order_acquire) ==
+        atomic_load_explicit(&cq->taken, memory_order_relaxed))
         return false;
     pthread_mutex_lock(&cq->lock);
+    struct via_cq_ring *r = cq->ring;
     uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
-    if (atomic_load_explicit(&r->tail, memory_order_acquire) != head) {
-        struct via_cq_entry e = r->e[head % r->nslots];
-        atomic_store_explicit(&r->head, head + 1, memory_order_release);
+    if (atomic_load_explicit(&r->tail, memory_order_relaxed) != head) {
+        struct via_cq_entry e = r->e[head & (cq->nslots - 1)];
+        atomic_store_explicit(&r->head, head + 1, memory_order_relaxed);
+        atomic_store_explicit(&cq->taken, head + 1, memory_order_release);
         *vi_id = e.vi_id;
         *gen = e.vi_gen;
         *recv = e.is_recv != 0;
@@ -453,10 +462,51 @@ bool nic_cq_pop(struct fw_cq *cq, uint32_t *vi_id, uint16_t *gen, bool *recv)
 
 bool nic_cq_overflowed(const struct fw_cq *cq)
 {
-    return atomic_load(&cq->ring->overflow) != 0;
+    return atomic_load(&cq->overflow) != 0;
 }
 
-uint32_t nic_cq_slots(const struct fw_cq *cq)
+uint32_t nic_cq_slots(struct fw_cq *cq)
 {
-    return cq->ring->nslots;
+    pthread_mutex_lock(&cq->lock);
+    uint32_t n = cq->nslots;
+    pthread_mutex_unlock(&cq->lock);
+    return n;
+}
+
+uint32_t nic_cq_queued(struct fw_cq *cq)
+{
+    pthread_mutex_lock(&cq->lock);
+    uint64_t n = atomic_load_explicit(&cq->ring->tail, memory_order_relaxed) -
+                 atomic_load_explicit(&cq->ring->head, memory_order_relaxed);
+    pthread_mutex_unlock(&cq->lock);
+    return (uint32_t)n;
+}
+
+bool nic_cq_resize(struct fw_cq *cq, struct via_cq_ring *ring, uint32_t entries,
+                   struct via_cq_ring **old, uint32_t *queued)
+{
+    uint32_t n = ring->nslots;
+    if (n < entries || !n || (n & (n - 1)))
+        return false; /* the caller's ring is not one (vipl_vi.c checks) */
+    pthread_mutex_lock(&cq->lock);
+    struct via_cq_ring *r = cq->ring;
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    *queued = (uint32_t)(tail - head);
+    if (tail - head > entries) {
+        pthread_mutex_unlock(&cq->lock);
+        return false;
+    }
+    /* The free-running positions carry over, so an entry keeps its number:
+     * order is kept by construction, whatever the two sizes. */
+    for (uint64_t i = head; i != tail; i++)
+        ring->e[i & (n - 1)] = r->e[i & (cq->nslots - 1)];
+    atomic_store_explicit(&ring->head, head, memory_order_relaxed);
+    atomic_store_explicit(&ring->tail, tail, memory_order_relaxed);
+    atomic_store_explicit(&ring->overflow, atomic_load(&r->overflow), memory_order_relaxed);
+    cq->ring = ring;
+    cq->nslots = n;
+    pthread_mutex_unlock(&cq->lock);
+    *old = r;
+    return true;
 }

@@ -81,7 +81,7 @@ bad_bins=0
 failures=""
 
 # The conformance tests of the matrix: binary, or binary:ERE of its tests.
-MATRIX_TESTS="test_basic test_pingpong test_multi test_ext test_rdma
+MATRIX_TESTS="test_basic test_pingpong test_multi test_ext test_rdma test_compat
 test_progress:^test_cq_(pingpong|stream)_(poll|wait)_native\$
 test_conf_mem test_conf_vi test_conf_post test_conf_cq test_conf_notify test_conf_error"
 

@@ -110,10 +110,21 @@ struct fw_wq {
     uint32_t head, tail;    /* free-running; count = tail - head */
 };
 
+/*
+ * A completion queue. The ring is host memory the NIC appends to; the host
+ * may replace it by a larger or smaller one at any time (VipResizeCQ), so
+ * the ring is touched only under the lock. A poll that finds nothing must
+ * cost no lock: it compares the mirrors of the ring's tail and head kept
+ * here, in the NIC's own memory, which outlives every ring.
+ */
 struct fw_cq {
     pthread_mutex_t lock;
-    struct via_cq_ring *ring;
+    struct via_cq_ring *ring;        /* under lock */
+    uint32_t nslots;                 /* of ring; under lock */
     struct fw_nic *nic;
+    _Alignas(64) _Atomic uint64_t posted; /* = ring->tail, stored after it (NIC) */
+    _Atomic uint32_t overflow;            /* = ring->overflow */
+    _Alignas(64) _Atomic uint64_t taken;  /* = ring->head, stored after it (host) */
 };
 
 struct fw_nic;

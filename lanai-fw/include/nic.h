@@ -111,7 +111,19 @@ void nic_cq_destroy(struct fw_cq *cq);
 bool nic_cq_pop(struct fw_cq *cq, uint32_t *vi_id, uint16_t *gen, bool *recv);
 uint16_t nic_vi_gen(const struct fw_vi *vi);
 bool nic_cq_overflowed(const struct fw_cq *cq);
-uint32_t nic_cq_slots(const struct fw_cq *cq);
+uint32_t nic_cq_slots(struct fw_cq *cq);
+/* Entries appended and not yet taken. */
+uint32_t nic_cq_queued(struct fw_cq *cq);
+/*
+ * VipResizeCQ: switch the CQ to `ring` (zeroed, nslots set, >= entries),
+ * copying the entries not yet taken in their order, under the CQ's lock,
+ * so no completion is lost, doubled or reordered by a NIC appending at the
+ * same time. Refused (false; *queued says how many) if more than `entries`
+ * are queued. On success *old is the ring replaced, which the NIC no
+ * longer touches: the caller may unmap it at once.
+ */
+bool nic_cq_resize(struct fw_cq *cq, struct via_cq_ring *ring, uint32_t entries,
+                   struct via_cq_ring **old, uint32_t *queued);
 
 /* ---- the NIC's clock (CLOCK_MONOTONIC, the model's time base) ------------------------ */
 static inline uint64_t nic_now_ns(void)

@@ -77,7 +77,8 @@ struct vip_cq {
     uint32_t id;
     struct vip_nic *nic;
     struct fw_cq *hw;
-    struct via_cq_ring *ring;
+    pthread_mutex_t resize_lock; /* one VipResizeCQ at a time; ring, map_len */
+    struct via_cq_ring *ring;    /* our mapping of the ring the NIC uses */
     size_t map_len;
     _Atomic uint32_t nvis;       /* VIs bound to it */
     _Atomic int overflow_told;   /* the error callback heard of its overflow */

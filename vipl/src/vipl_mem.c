@@ -201,10 +201,12 @@ VIP_RETURN VipSetMemAttributes(VIP_NIC_HANDLE NicHandle, VIP_PVOID Address,
 {
     struct vip_nic *n = vipl_nic(NicHandle);
     if (!n || !MemAttribs)
-        return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument");
+        return vipl_fail(VIP_INVALID_PARAMETER, "VipSetMemAttributes: %s",
+                         !n ? "not a NIC handle" : "MemAttribs is NULL");
     struct vip_ptag *p = vipl_ptag(n, MemAttribs->Ptag);
     if (!p)
-        return vipl_fail(VIP_INVALID_PTAG, "MemAttribs->Ptag is not a ptag of this NIC");
+        return vipl_fail(VIP_INVALID_PTAG,
+                         "VipSetMemAttributes: MemAttribs->Ptag is not a ptag of this NIC");
     struct via_ctl_set_mem q = {.va = (uintptr_t)Address, .handle = MemHandle, .ptag = p->id,
                                 .flags = mem_flags(MemAttribs)};
     return vipl_call(n, VIA_CTL_SET_MEM, &q, sizeof q, NULL, 0, NULL, NULL);

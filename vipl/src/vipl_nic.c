@@ -211,7 +211,7 @@ VIP_RETURN VipQueryNic(VIP_NIC_HANDLE NicHandle, VIP_NIC_ATTRIBUTES *a)
     a->MaxPtags = q->max_ptags;
     a->ReliabilityLevelSupport = VIP_SERVICE_UNRELIABLE | VIP_SERVICE_RELIABLE_DELIVERY |
                                  VIP_SERVICE_RELIABLE_RECEPTION;
-    a->RDMAReadSupport = VIA_RDMA_READ_LEVELS;
+    a->RDMAReadSupport = VIA_RDMA_READ_LEVELS; /* vipd enforces it (kd_vi.c) */
     return VIP_SUCCESS;
 }
 

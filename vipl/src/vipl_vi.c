@@ -195,13 +195,20 @@ VIP_RETURN VipQueryVi(VIP_VI_HANDLE ViHandle, VIP_VI_STATE *State, VIP_VI_ATTRIB
     return VIP_SUCCESS;
 }
 
+/* What may change in which state is vipd's to decide (kd_vi.c, with the
+ * values' checks); the NIC then takes the new values under the VI's lock. */
 VIP_RETURN VipSetViAttributes(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES *ViAttribs)
 {
     struct vip_vi *vi = vipl_vi(ViHandle);
     if (!vi || !ViAttribs)
-        return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument");
+        return vipl_fail(VIP_INVALID_PARAMETER, "VipSetViAttributes: %s",
+                         !vi ? "not a VI handle" : "ViAttribs is NULL");
     if (!vipl_ptag(vi->nic, ViAttribs->Ptag))
-        return vipl_fail(VIP_INVALID_PTAG, "ViAttribs->Ptag is not a ptag of this NIC");
+        return vipl_fail(VIP_INVALID_PTAG, "VipSetViAttributes: ViAttribs->Ptag is not a "
+                                           "protection tag of this NIC");
+    if (ViAttribs->QoS)
+        return vipl_fail(VIP_INVALID_QOS, "VipSetViAttributes: QoS is not defined by VIA "
+                                          "1.0; pass NULL");
     struct via_ctl_set_vi q = {.vi_id = vi->id};
     vipl_attr_to_wire(ViAttribs, &q.attr);
     VIP_RETURN rc = vipl_call(vi->nic, VIA_CTL_SET_VI, &q, sizeof q, NULL, 0, NULL, NULL);
@@ -223,6 +230,18 @@ VIP_RETURN VipSetViAttributes(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES *ViAttri
 
 /* ---- completion queues ------------------------------------------------------ */
 
+/* Map a ring vipd sent (fd consumed); NULL unless it is what vipd said. */
+static struct via_cq_ring *map_ring(int fd, uint32_t nslots, size_t *len)
+{
+    *len = sizeof(struct via_cq_ring) + (size_t)nslots * sizeof(struct via_cq_entry);
+    struct via_cq_ring *ring = vipl_map_fd(fd, *len, PROT_READ | PROT_WRITE);
+    if (ring && (ring->nslots != nslots || !nslots || (nslots & (nslots - 1)))) {
+        munmap(ring, *len);
+        ring = NULL;
+    }
+    return ring;
+}
+
 VIP_RETURN VipCreateCQ(VIP_NIC_HANDLE NicHandle, VIP_ULONG EntryCount, VIP_CQ_HANDLE *CQHandle)
 {
     struct vip_nic *n = vipl_nic(NicHandle);
@@ -238,17 +257,15 @@ VIP_RETURN VipCreateCQ(VIP_NIC_HANDLE NicHandle, VIP_ULONG EntryCount, VIP_CQ_HA
     if (rc != VIP_SUCCESS)
         return rc;
     struct vip_cq *cq = nfd == 1 ? calloc(1, sizeof *cq) : NULL;
-    size_t len = sizeof(struct via_cq_ring) + (size_t)r.nslots * sizeof(struct via_cq_entry);
-    struct via_cq_ring *ring = cq ? vipl_map_fd(fd, len, PROT_READ | PROT_WRITE) : NULL;
-    if (!ring || ring->nslots != r.nslots || (r.nslots & (r.nslots - 1))) {
+    size_t len = 0;
+    struct via_cq_ring *ring = cq ? map_ring(fd, r.nslots, &len) : NULL;
+    if (!ring) {
         if (nfd == 1 && !cq)
             close(fd);
-        if (ring)
-            munmap(ring, len);
         free(cq);
         struct via_ctl_cq d = {.cq_id = r.cq_id};
         vipl_call(n, VIA_CTL_DESTROY_CQ, &d, sizeof d, NULL, 0, NULL, NULL);
-        return vipl_fail(VIP_ERROR_RESOURCE, "cannot map the CQ ring");
+        return vipl_fail(VIP_ERROR_RESOURCE, "cannot map the CQ ring of %u entries", r.nslots);
     }
     cq->id = r.cq_id;
     cq->nic = n;
@@ -262,6 +279,7 @@ VIP_RETURN VipCreateCQ(VIP_NIC_HANDLE NicHandle, VIP_ULONG EntryCount, VIP_CQ_HA
         vipl_call(n, VIA_CTL_DESTROY_CQ, &d, sizeof d, NULL, 0, NULL, NULL);
         return vipl_fail(VIP_ERROR_RESOURCE, "out of memory");
     }
+    pthread_mutex_init(&cq->resize_lock, NULL);
     vipl_notifiers_init(&cq->notify);
     atomic_fetch_add(&n->ncqs, 1);
     cq->magic = VIPL_MAGIC_CQ;
@@ -287,19 +305,82 @@ VIP_RETURN VipDestroyCQ(VIP_CQ_HANDLE CQHandle)
     nic_cq_destroy(cq->hw);
     munmap(cq->ring, cq->map_len);
     atomic_fetch_sub(&cq->nic->ncqs, 1);
+    pthread_mutex_destroy(&cq->resize_lock);
     cq->magic = VIPL_DEAD;
     free(cq);
     return VIP_SUCCESS;
 }
 
+static uint32_t ring_slots(VIP_ULONG entries)
+{
+    uint32_t n = 1;
+    while (n < entries)
+        n <<= 1;
+    return n;
+}
+
+/*
+ * A CQ in use may grow or shrink: VIs stay bound, completions keep coming,
+ * other threads may be polling or waiting on it. vipd makes the new ring
+ * (prepare); the NIC switches to it under the CQ's lock, copying what is
+ * queued in order (nic_cq_resize), and only then is the old ring unmapped
+ * and vipd told to keep the new one (commit). Asking for fewer entries than
+ * are queued is refused with VIP_INVALID_PARAMETER (spec-notes/
+ * completion-queues.md): the entry count is what is wrong, not a resource.
+ */
 VIP_RETURN VipResizeCQ(VIP_CQ_HANDLE CQHandle, VIP_ULONG EntryCount)
 {
     struct vip_cq *cq = vipl_cq(CQHandle);
-    if (!cq || EntryCount == 0)
-        return vipl_fail(VIP_INVALID_PARAMETER, "bad CQ handle or entry count");
-    if (EntryCount <= nic_cq_slots(cq->hw))
-        return VIP_SUCCESS; /* the ring already holds that many */
-    return vipl_fail(VIP_ERROR_RESOURCE,
-                     "growing a CQ beyond its %u slots is not supported; create it larger",
-                     nic_cq_slots(cq->hw));
+    if (!cq)
+        return vipl_fail(VIP_INVALID_PARAMETER, "VipResizeCQ: not a CQ handle");
+    if (EntryCount == 0 || EntryCount > VIA_MAX_CQ_ENTRIES)
+        return vipl_fail(VIP_INVALID_PARAMETER, "VipResizeCQ: EntryCount %lu is outside 1..%u",
+                         (unsigned long)EntryCount, VIA_MAX_CQ_ENTRIES);
+    struct vip_nic *n = cq->nic;
+    VIP_RETURN rc = VIP_SUCCESS;
+    pthread_mutex_lock(&cq->resize_lock);
+    uint32_t queued;
+    if (ring_slots(EntryCount) == nic_cq_slots(cq->hw)) {
+        /* The ring already has that size; only the count must fit. */
+        if ((queued = nic_cq_queued(cq->hw)) > EntryCount)
+            rc = vipl_fail(VIP_INVALID_PARAMETER,
+                           "VipResizeCQ: %u completions are queued, more than the %lu "
+                           "entries asked for; take some first", queued,
+                           (unsigned long)EntryCount);
+        goto out;
+    }
+    struct via_ctl_resize_cq q = {.cq_id = cq->id, .entries = (uint32_t)EntryCount,
+                                  .step = VIA_CQ_RESIZE_PREPARE};
+    struct via_ctl_create_cq_r r;
+    int fd, nfd = 1;
+    rc = vipl_call(n, VIA_CTL_RESIZE_CQ, &q, sizeof q, &r, sizeof r, &fd, &nfd);
+    if (rc != VIP_SUCCESS)
+        goto out; /* vipd's reason is set */
+    size_t len = 0;
+    struct via_cq_ring *ring = nfd == 1 ? map_ring(fd, r.nslots, &len) : NULL, *old;
+    q.step = VIA_CQ_RESIZE_ABORT;
+    if (!ring) {
+        vipl_call(n, VIA_CTL_RESIZE_CQ, &q, sizeof q, NULL, 0, NULL, NULL);
+        rc = vipl_fail(VIP_ERROR_RESOURCE, "VipResizeCQ: cannot map a ring of %u entries",
+                       r.nslots);
+        goto out;
+    }
+    if (!nic_cq_resize(cq->hw, ring, (uint32_t)EntryCount, &old, &queued)) {
+        munmap(ring, len);
+        vipl_call(n, VIA_CTL_RESIZE_CQ, &q, sizeof q, NULL, 0, NULL, NULL);
+        rc = vipl_fail(VIP_INVALID_PARAMETER,
+                       "VipResizeCQ: %u completions are queued, more than the %lu entries "
+                       "asked for; take some first", queued, (unsigned long)EntryCount);
+        goto out;
+    }
+    munmap(old, cq->map_len); /* the NIC no longer touches it */
+    cq->ring = ring;
+    cq->map_len = len;
+    q.step = VIA_CQ_RESIZE_COMMIT;
+    if (vipl_call(n, VIA_CTL_RESIZE_CQ, &q, sizeof q, NULL, 0, NULL, NULL) != VIP_SUCCESS)
+        vipl_set_error("VipResizeCQ: the CQ has its new ring, but vipd did not record it "
+                       "(%s)", vip_last_error());
+out:
+    pthread_mutex_unlock(&cq->resize_lock);
+    return rc;
 }
