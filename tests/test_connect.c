@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/tlib.h"
@@ -452,6 +453,37 @@ static void test_peer_b_first(void)
     peer_in_order(1);
 }
 
+/* A request meets only the one whose local and remote addresses are its
+ * remote and local ones: two VIs asking for the same remote, from
+ * different local discriminators, are told apart. */
+static void test_peer_matches_both_addresses(void)
+{
+    struct pair p;
+    VIP_VI_HANDLE vx = NULL;
+    VIP_NET_ADDRESS *lx = NULL;
+    VIP_VI_ATTRIBUTES ra;
+    char dx[17];
+    tl_discrim(dx, "x");
+    TRC(pair_open(&p, VIP_SERVICE_RELIABLE_DELIVERY, VIP_SERVICE_RELIABLE_DELIVERY), VIP_SUCCESS);
+    TCHK((vx = new_vi(&p.a, VIP_SERVICE_RELIABLE_DELIVERY)) != NULL);
+    lx = tl_addr(p.a.t.nic, "localhost", dx);
+    TCHK(lx != NULL);
+    /* x asks first for the same remote (b's address) as a */
+    TRC(VipConnectPeerRequest(vx, lx, p.ra, 20000), VIP_SUCCESS);
+    TRC(VipConnectPeerRequest(p.va, p.la, p.ra, 20000), VIP_SUCCESS);
+    /* b names a: it meets a, not the older x */
+    TRC(VipConnectPeerRequest(p.vb, p.lb, p.rb, 20000), VIP_SUCCESS);
+    TRC(VipConnectPeerDone(p.va, &ra), VIP_SUCCESS);
+    TRC(VipConnectPeerDone(p.vb, &ra), VIP_SUCCESS);
+    TRC_SOFT(VipConnectPeerDone(vx, &ra), VIP_NOT_DONE);
+    pair_exchange(&p);
+out:
+    if (vx)
+        CU_ASSERT_EQUAL(VipDestroyVi(vx), VIP_SUCCESS);
+    free(lx);
+    pair_close(&p);
+}
+
 /* ---- peer-to-peer between processes, many pairs at once ----------------------- */
 
 #define NPAIRS 16
@@ -602,6 +634,41 @@ static void *wait_thread(void *arg)
     return NULL;
 }
 
+/* A VipConnectPeerWait blocked on the first request returns when the
+ * mirror arrives. (Had the waiter not blocked yet when it did, it would
+ * find the outcome told at once: the check holds either way, and fails if
+ * a blocked waiter is never woken.) */
+static void test_peer_wait_woken_by_mirror(void)
+{
+    struct pair p;
+    pthread_t th;
+    int started = 0;
+    struct waiter w = {.rc = VIP_ERROR_RESOURCE};
+    TRC(pair_open(&p, VIP_SERVICE_RELIABLE_DELIVERY, VIP_SERVICE_RELIABLE_DELIVERY), VIP_SUCCESS);
+    TRC(VipConnectPeerRequest(p.va, p.la, p.ra, VIP_INFINITE), VIP_SUCCESS);
+    w.vi = p.va;
+    TCHK(pthread_create(&th, NULL, wait_thread, &w) == 0);
+    started = 1;
+    usleep(50000); /* most likely blocked by now */
+    TRC(VipConnectPeerRequest(p.vb, p.lb, p.rb, 20000), VIP_SUCCESS);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    int jr = pthread_timedjoin_np(th, NULL, &until);
+    CU_ASSERT_EQUAL(jr, 0);
+    if (jr == 0)
+        started = 0;
+    TRC_SOFT(w.rc, VIP_SUCCESS);
+    TRC(VipConnectPeerDone(p.vb, NULL), VIP_SUCCESS);
+    pair_exchange(&p);
+out:
+    if (started) { /* never woken: the disconnect releases it */
+        VipDisconnect(p.va);
+        pthread_join(th, NULL);
+    }
+    pair_close(&p);
+}
+
 /* VipDisconnect cancels a pending request, and a VipConnectPeerWait blocked
  * on it returns; the cancelled request meets nobody. */
 static void test_peer_cancel_by_disconnect(void)
@@ -746,7 +813,9 @@ int main(int argc, char **argv)
         TL_TEST(test_request_return_order),
         TL_TEST(test_peer_a_first),
         TL_TEST(test_peer_b_first),
+        TL_TEST(test_peer_matches_both_addresses),
         TL_TEST(test_peer_many_pairs_at_once),
+        TL_TEST(test_peer_wait_woken_by_mirror),
         TL_TEST(test_peer_timeout),
         TL_TEST(test_peer_cancel_by_disconnect),
         TL_TEST(test_peer_cancel_by_destroy),
