@@ -342,7 +342,13 @@ static inline void bu_connect(struct bu_ep *ep, bool server, const char *peer, u
             bu_die("VipNSGetHostByName(\"%s\") failed: %s: %s", peer, vip_strerror(rc),
                    vip_last_error());
         bu_addr_set_disc(remote, disc);
-        BU_CHECK(VipConnectRequest(ep->vi, local, remote, VIP_INFINITE, &rattrs));
+        /* VIP_NO_MATCH: the server does not wait yet; ask again, as VIA
+         * programs do. */
+        while ((rc = VipConnectRequest(ep->vi, local, remote, VIP_INFINITE, &rattrs)) ==
+               VIP_NO_MATCH)
+            usleep(1000);
+        if (rc != VIP_SUCCESS)
+            bu_die("VipConnectRequest failed: %s: %s", vip_strerror(rc), vip_last_error());
     }
     free(local);
     free(remote);

@@ -397,6 +397,12 @@ enum via_ctl_op {
     VIA_CTL_TRACE, VIA_CTL_SHUTDOWN, VIA_CTL_PING,
     VIA_CTL_GET_PROFILE,    /* a NIC's profile, VI bound and modelled stage totals */
     VIA_CTL_RESIZE_CQ,      /* a replacement ring for a CQ (prepare, commit, abort) */
+    /* peer-to-peer connections (kdriver/kd_peer.c) */
+    VIA_CTL_PEER_REQUEST,   /* post a request (never blocks) */
+    VIA_CTL_PEER_DONE,      /* its outcome, or VIP_NOT_DONE */
+    VIA_CTL_PEER_WAIT,      /* its outcome (deferred reply, side socket) */
+    VIA_CTL_NS_REVERSE,     /* a name for a NIC address */
+    VIA_CTL_SMI_NICS,       /* the NIC addresses the switch reaches (autodiscovery) */
     VIA_CTL_NOPS
 };
 
@@ -518,8 +524,22 @@ struct via_ctl_conn_request {
 };
 struct via_ctl_vi_error { uint32_t vi_id; uint32_t code; }; /* code: VIP_ERROR_CODE */
 
-struct via_ctl_ns_lookup { char name[64]; };
+/* NS_LOOKUP: the index-th address of a name (VipNSGetHostByName's NameIndex). */
+struct via_ctl_ns_lookup { char name[64]; uint32_t index; uint32_t pad; };
 struct via_ctl_ns_lookup_r { uint8_t nic_addr[VIA_NIC_ADDR_LEN]; uint16_t pad; };
+struct via_ctl_ns_reverse { uint8_t nic_addr[VIA_NIC_ADDR_LEN]; uint16_t pad; };
+struct via_ctl_ns_reverse_r { char name[96]; };
+
+/* SMI_NICS reply: every NIC of this vipd but the asking session's own. */
+struct via_ctl_smi_nics_r {
+    uint32_t count;
+    uint32_t pad;
+    uint8_t nic_addr[VIA_MAX_NICS][8]; /* VIA_NIC_ADDR_LEN bytes used */
+};
+
+/* PEER_REQUEST takes a struct via_ctl_conn_request; PEER_DONE and PEER_WAIT
+ * a struct via_ctl_vi and answer like CONN_REQUEST (struct
+ * via_ctl_conn_done_r, fds: channel, peer's event page). */
 
 struct via_ctl_query_nic_r {
     char name[64];

@@ -79,6 +79,7 @@ struct kd_vi {
     enum via_vi_state state;
     struct kd_conn *conn; /* request in flight, or the connection */
     int side;             /* 0 requester, 1 acceptor (when conn is set) */
+    struct kd_peer *peer; /* peer-to-peer request, or its outcome not yet told */
 };
 
 struct kd_nic {
@@ -113,13 +114,14 @@ struct kd_session {
     struct kd_session *next;
 };
 
-/* Connection request state machine (the emulated switch). */
+/* Connection request state machine (the emulated switch). A request is
+ * matched with a pending wait when it arrives, or ends at once (NO_MATCH). */
 enum kd_conn_state {
-    KD_CONN_WAITING,   /* request queued, no listener yet */
     KD_CONN_MATCHED,   /* offered to an acceptor, waiting for its answer */
-    KD_CONN_ACCEPTED,  /* channel created, both VIs connected */
-    KD_CONN_REJECTED,  /* acceptor said no */
+    KD_CONN_ACCEPTED,  /* channel created, both VIs connected (also: peer-to-peer) */
+    KD_CONN_REJECTED,  /* acceptor said no, or the request was withdrawn */
     KD_CONN_TIMED_OUT, /* requester's timeout fired first */
+    KD_CONN_UNMATCHED, /* no wait took it: VIP_NO_MATCH */
     KD_CONN_NSTATES
 };
 extern const char *const kd_conn_state_name[KD_CONN_NSTATES];
@@ -143,6 +145,9 @@ struct kd_conn {
     /* after ACCEPTED: the channel and the two endpoints (NULL once gone) */
     struct via_chan *chan;
     struct kd_vi *vi[2];
+    /* peer-to-peer: the channel's fd, kept until both sides were told (else -1) */
+    int chan_fd;
+    unsigned chan_untold;
     struct kd_conn *next;
 };
 
@@ -179,6 +184,9 @@ struct kd_state {
     struct kd_client *clients;
     struct kd_conn *conns;
     struct kd_listener *listeners;
+    struct kd_peer *peers; /* peer-to-peer requests (kd_peer.c) */
+    struct kd_ns_entry *hosts; /* the hosts file (kd_ns.c) */
+    size_t nhosts;
     struct kd_ptag *ptag; /* indexed by ptag id; [0] unused */
     uint32_t nptag_slots;
 };
@@ -222,7 +230,8 @@ struct kd_session *kd_session_find(uint32_t id);
 /* ---- handlers ---------------------------------------------------------------- */
 typedef void kd_handler_fn(struct kd_client *c, uint64_t cookie, const void *body,
                            struct kd_reply *r);
-kd_handler_fn kd_op_query_nic, kd_op_ns_lookup;
+kd_handler_fn kd_op_query_nic, kd_op_ns_lookup, kd_op_ns_reverse, kd_op_smi_nics;
+kd_handler_fn kd_op_peer_request, kd_op_peer_done, kd_op_peer_wait;
 kd_handler_fn kd_op_create_ptag, kd_op_destroy_ptag, kd_op_reg_mem, kd_op_dereg_mem,
     kd_op_set_mem;
 kd_handler_fn kd_op_create_vi, kd_op_destroy_vi, kd_op_set_vi, kd_op_create_cq,
@@ -274,6 +283,29 @@ void kd_conn_session_gone(struct kd_session *s);
 uint64_t kd_conn_next_deadline(void); /* 0 = none */
 void kd_conn_expire(uint64_t now_ns);
 unsigned kd_conn_count(unsigned nic);
+/* Connect VIs a (side 0) and b (side 1) through a new channel: both
+ * CONNECTED. Returns the conn, its chan_fd open (closed with the conn at
+ * the latest), or NULL with r failed. */
+struct kd_conn *kd_conn_link(struct kd_vi *a, struct kd_vi *b, struct kd_reply *r);
+/* The NIC of this vipd a target address names: its index; -1 (r failed,
+ * VIP_INVALID_PARAMETER) for a NIC this host does not have; -2 (r
+ * untouched) for another host's NIC, which the caller reports as
+ * VIP_NOT_REACHABLE once the checks that come first have passed. */
+int kd_conn_target(const struct via_net_addr *a, struct kd_reply *r);
+#define KD_FOREIGN (-2)
+
+/* ---- peer-to-peer connections (kd_peer.c) ----------------------------------------- */
+/* Cancel vi's pending request or drop its untold outcome (disconnect, destroy). */
+void kd_peer_vi_gone(struct kd_vi *vi, const char *why);
+void kd_peer_client_gone(struct kd_client *c);
+uint64_t kd_peer_next_deadline(void); /* 0 = none */
+void kd_peer_expire(uint64_t now_ns);
+
+/* ---- name service (kd_ns.c) --------------------------------------------------------- */
+/* Read the hosts file (lines "name address..."); false with a message
+ * naming the file and line on stderr. */
+bool kd_ns_load(const char *path);
+void kd_ns_free(void);
 
 /* ---- shared memory (kd_shm.c) ----------------------------------------------------- */
 /* memfd of size bytes, zeroed, mapped read-write in vipd, sealed against

@@ -1,12 +1,15 @@
 /*
  * kd_conn.c - connection management: the emulated switch.
  *
- * A CONN_REQUEST becomes a kd_conn in state WAITING; a CONN_WAIT with the
- * same target NIC and discriminator (or one already waiting) moves it to
- * MATCHED and answers the listener; the acceptor's CONN_ACCEPT creates the
- * channel (ACCEPTED) and answers both sides, CONN_REJECT or the requester's
- * timeout ends it (REJECTED, TIMED_OUT). After ACCEPTED the conn lives on
- * as long as either VI still refers to the channel.
+ * Client-server model (VIA 1.0): a CONN_WAIT is a listener on its NIC and
+ * discriminator. A CONN_REQUEST is matched at once with the oldest
+ * listener for its target, or answered VIP_NO_MATCH (programs retry, as
+ * VIA programs do); a matched request becomes a kd_conn in state MATCHED
+ * and the listener is answered; the acceptor's CONN_ACCEPT creates the
+ * channel (ACCEPTED) and answers both sides, CONN_REJECT or the
+ * requester's timeout ends it (REJECTED, TIMED_OUT). After ACCEPTED the
+ * conn lives on as long as either VI still refers to the channel.
+ * Peer-to-peer requests (kd_peer.c) end in the same ACCEPTED conns.
  *
  * Both waits are deferred replies: the client blocks on its ATTACH socket
  * while the loop serves everybody else.
@@ -25,9 +28,9 @@
 #include "vipl.h"
 
 const char *const kd_conn_state_name[KD_CONN_NSTATES] = {
-    [KD_CONN_WAITING] = "WAITING",   [KD_CONN_MATCHED] = "MATCHED",
-    [KD_CONN_ACCEPTED] = "ACCEPTED", [KD_CONN_REJECTED] = "REJECTED",
-    [KD_CONN_TIMED_OUT] = "TIMED_OUT",
+    [KD_CONN_MATCHED] = "MATCHED",     [KD_CONN_ACCEPTED] = "ACCEPTED",
+    [KD_CONN_REJECTED] = "REJECTED",   [KD_CONN_TIMED_OUT] = "TIMED_OUT",
+    [KD_CONN_UNMATCHED] = "UNMATCHED",
 };
 
 /* ---- peer notification ---------------------------------------------------------- */
@@ -69,6 +72,8 @@ static void conn_free(struct kd_conn *cn)
             break;
         }
     kd_shm_unmap(cn->chan, sizeof *cn->chan);
+    if (cn->chan_fd >= 0)
+        close(cn->chan_fd);
     free(cn);
 }
 
@@ -129,20 +134,24 @@ static void fill_wait_r(const struct kd_conn *cn, struct via_ctl_conn_wait_r *a)
     a->remote_attr = cn->req_vi->attr;
 }
 
-/* Offer a waiting request to a listener that has already gone back to the
- * loop (its reply is deferred). */
-static void offer(struct kd_conn *cn, struct kd_listener *l)
+/* Offer cn to listener l (whose reply is deferred) and forget l. false
+ * when l's client has gone meanwhile: cn is not offered. */
+static bool offer(struct kd_conn *cn, struct kd_listener *l)
 {
     struct via_ctl_conn_wait_r a;
-    cn->acc_sess = l->sess;
-    conn_set_state(cn, KD_CONN_MATCHED);
+    struct kd_client *c = l->client;
+    uint64_t cookie = l->cookie;
+    struct kd_session *s = l->sess;
+    listener_free(l);
+    if (c->dead)
+        return false;
     fill_wait_r(cn, &a);
-    kd_send_reply(l->client, l->cookie, VIP_SUCCESS, NULL, &a, sizeof a, NULL, 0);
-    if (l->client->dead) {
-        /* The listener vanished: leave the request for the next one. */
-        cn->acc_sess = NULL;
-        conn_set_state(cn, KD_CONN_WAITING);
-    }
+    kd_send_reply(c, cookie, VIP_SUCCESS, NULL, &a, sizeof a, NULL, 0);
+    if (c->dead)
+        return false;
+    cn->acc_sess = s;
+    conn_set_state(cn, KD_CONN_MATCHED);
+    return true;
 }
 
 /* ---- CONN_WAIT / CONN_REQUEST ------------------------------------------------------- */
@@ -155,17 +164,6 @@ void kd_op_conn_wait(struct kd_client *c, uint64_t cookie, const void *body,
     if (!discrim_ok(&q->local, "local", r))
         return;
     uint16_t dlen = q->local.discrim_len;
-    for (struct kd_conn *cn = kd.conns; cn; cn = cn->next) {
-        if (cn->state == KD_CONN_WAITING && cn->dst_nic == s->nic->index && cn->dlen == dlen &&
-            memcmp(cn->discrim, q->local.discrim, dlen) == 0) {
-            cn->acc_sess = s;
-            conn_set_state(cn, KD_CONN_MATCHED);
-            struct via_ctl_conn_wait_r *a = kd_body(r, sizeof *a);
-            if (a)
-                fill_wait_r(cn, a);
-            return;
-        }
-    }
     if (q->timeout_ms == 0) {
         kd_fail(r, VIP_TIMEOUT, "no connection request is pending for this discriminator");
         return;
@@ -190,6 +188,37 @@ void kd_op_conn_wait(struct kd_client *c, uint64_t cookie, const void *body,
              dlen);
 }
 
+int kd_conn_target(const struct via_net_addr *a, struct kd_reply *r)
+{
+    const uint8_t *h = a->host;
+    uint32_t host = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
+    unsigned nic = (unsigned)h[4] << 8 | h[5];
+    if (host != kd.host_id)
+        return KD_FOREIGN;
+    if (nic >= kd.nnics) {
+        kd_fail(r, VIP_INVALID_PARAMETER, "no such NIC via%u on this host (%u NICs)", nic,
+                kd.nnics);
+        return -1;
+    }
+    return (int)nic;
+}
+
+/* The oldest live listener for (nic, discriminator), or NULL. */
+static struct kd_listener *listener_for(unsigned nic, const struct via_net_addr *a)
+{
+    for (struct kd_listener *l = kd.listeners; l; l = l->next)
+        if (l->sess->nic->index == nic && l->dlen == a->discrim_len &&
+            memcmp(l->discrim, a->discrim, l->dlen) == 0 && !l->client->dead)
+            return l;
+    return NULL;
+}
+
+/*
+ * Checks in the order of the specification's return codes: arguments
+ * (VIP_INVALID_PARAMETER), the VI's state (VIP_INVALID_STATE), the target
+ * (VIP_NOT_REACHABLE, VIP_NO_MATCH). Only a request some wait takes waits
+ * (for the acceptor's answer, up to its timeout).
+ */
 void kd_op_conn_request(struct kd_client *c, uint64_t cookie, const void *body,
                         struct kd_reply *r)
 {
@@ -198,37 +227,35 @@ void kd_op_conn_request(struct kd_client *c, uint64_t cookie, const void *body,
     struct kd_vi *vi = kd_vi_arg(s, q->vi_id, r);
     if (!vi)
         return;
+    if (!discrim_ok(&q->local, "local", r) || !discrim_ok(&q->remote, "remote", r))
+        return;
+    if (q->timeout_ms == 0) {
+        kd_fail(r, VIP_INVALID_PARAMETER, "a connection request's timeout must not be 0");
+        return;
+    }
+    int nic = kd_conn_target(&q->remote, r);
+    if (nic == -1)
+        return;
     if (vi->state != VIA_VI_IDLE) {
         kd_fail(r, VIP_INVALID_STATE, "VI %u is %s: only an IDLE VI can connect", vi->id,
                 kd_vi_state_name(vi->state));
         return;
     }
-    if (!discrim_ok(&q->local, "local", r) || !discrim_ok(&q->remote, "remote", r))
-        return;
-    const uint8_t *h = q->remote.host;
-    uint32_t host = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
-    unsigned nic = (unsigned)h[4] << 8 | h[5];
-    if (host != kd.host_id) {
+    if (nic == KD_FOREIGN) {
         kd_fail(r, VIP_NOT_REACHABLE,
-                "host %08x is not this vipd (%08x): multi-host links are not built yet", host,
+                "host %02x%02x%02x%02x is not this vipd (%08x): multi-host links are not "
+                "built yet",
+                q->remote.host[0], q->remote.host[1], q->remote.host[2], q->remote.host[3],
                 kd.host_id);
         return;
     }
-    if (nic >= kd.nnics) {
-        kd_fail(r, VIP_INVALID_PARAMETER, "no such NIC via%u on this host (%u NICs)", nic,
-                kd.nnics);
+    struct kd_listener *l = listener_for((unsigned)nic, &q->remote);
+    if (!l) {
+        kd_fail(r, VIP_NO_MATCH, "nobody waits for connections on via%d with this "
+                                 "discriminator (VipConnectWait); try again", nic);
         return;
     }
-    struct kd_listener *l = NULL;
-    for (l = kd.listeners; l; l = l->next)
-        if (l->sess->nic->index == nic && l->dlen == q->remote.discrim_len &&
-            memcmp(l->discrim, q->remote.discrim, l->dlen) == 0 && !l->client->dead)
-            break;
-    if (!l && q->timeout_ms == 0) {
-        kd_fail(r, VIP_TIMEOUT, "nobody waits for connections on via%u with this discriminator",
-                nic);
-        return;
-    }
+    kd_peer_vi_gone(vi, NULL); /* an outcome nobody asked for goes */
     struct kd_conn *cn = calloc(1, sizeof *cn);
     if (!cn) {
         kd_fail(r, VIP_ERROR_RESOURCE, "vipd is out of memory");
@@ -237,35 +264,92 @@ void kd_op_conn_request(struct kd_client *c, uint64_t cookie, const void *body,
     do
         cn->id = ++kd.next_conn_id;
     while (cn->id == 0 || conn_find(cn->id));
-    cn->state = KD_CONN_WAITING;
+    cn->state = KD_CONN_UNMATCHED;
+    cn->chan_fd = -1;
     cn->req_sess = s;
     cn->req_vi = vi;
     cn->req_client = c;
     cn->req_cookie = cookie;
     cn->deadline_ns = deadline_of(q->timeout_ms);
-    cn->dst_nic = nic;
+    cn->dst_nic = (unsigned)nic;
     cn->dlen = q->remote.discrim_len;
     memcpy(cn->discrim, q->remote.discrim, cn->dlen);
     cn->req_dlen = q->local.discrim_len;
     memcpy(cn->req_discrim, q->local.discrim, cn->req_dlen);
-    struct kd_conn **pp = &kd.conns; /* FIFO: oldest request matched first */
-    while (*pp)
-        pp = &(*pp)->next;
-    *pp = cn;
+    cn->next = kd.conns;
+    kd.conns = cn;
+    /* A listener whose process has just gone cannot take it: the next may. */
+    while (l && !offer(cn, l))
+        l = listener_for((unsigned)nic, &q->remote);
+    if (!l) {
+        cn->req_client = NULL;
+        conn_free(cn);
+        kd_fail(r, VIP_NO_MATCH, "the VipConnectWait on via%d has gone; try again", nic);
+        return;
+    }
     vi->conn = cn;
     vi->side = 0;
     kd_vi_set_state(vi, VIA_VI_PENDING);
     r->deferred = true;
-    kd_debug("session %u: VI %u requests a connection to via%u (connection %u)", s->id, vi->id,
+    kd_debug("session %u: VI %u requests a connection to via%d (connection %u)", s->id, vi->id,
              nic, cn->id);
-    if (l) {
-        struct kd_listener lc = *l;
-        listener_free(l);
-        offer(cn, &lc);
-    }
 }
 
 /* ---- CONN_ACCEPT / CONN_REJECT ----------------------------------------------------------- */
+
+/* The channel between VIs a (side 0) and b (side 1): both CONNECTED. */
+static bool establish(struct kd_conn *cn, struct kd_vi *a, struct kd_vi *b, int *fd,
+                      struct kd_reply *r)
+{
+    struct via_chan *ch = kd_shm_create("via-chan", sizeof *ch, 0, fd);
+    if (!ch) {
+        kd_fail(r, VIP_ERROR_RESOURCE, "cannot create the channel: %s", strerror(errno));
+        return false;
+    }
+    ch->magic = VIA_CHAN_MAGIC;
+    ch->conn_id = cn->id;
+    ch->reliability = b->attr.reliability;
+    ch->vi_id[0] = a->id;
+    ch->vi_id[1] = b->id;
+    ch->nic[0] = (uint16_t)a->nic->index;
+    ch->nic[1] = (uint16_t)b->nic->index;
+    atomic_store_explicit(&ch->state, VIA_CHAN_OPEN, memory_order_release);
+
+    cn->chan = ch;
+    cn->vi[0] = a;
+    cn->vi[1] = b;
+    a->conn = cn;
+    a->side = 0;
+    b->conn = cn;
+    b->side = 1;
+    kd_vi_set_state(a, VIA_VI_CONNECTED);
+    kd_vi_set_state(b, VIA_VI_CONNECTED);
+    conn_set_state(cn, KD_CONN_ACCEPTED);
+    return true;
+}
+
+struct kd_conn *kd_conn_link(struct kd_vi *a, struct kd_vi *b, struct kd_reply *r)
+{
+    struct kd_conn *cn = calloc(1, sizeof *cn);
+    if (!cn) {
+        kd_fail(r, VIP_ERROR_RESOURCE, "vipd is out of memory");
+        return NULL;
+    }
+    do
+        cn->id = ++kd.next_conn_id;
+    while (cn->id == 0 || conn_find(cn->id));
+    cn->state = KD_CONN_UNMATCHED;
+    if (!establish(cn, a, b, &cn->chan_fd, r)) {
+        free(cn);
+        return NULL;
+    }
+    cn->next = kd.conns;
+    kd.conns = cn;
+    kd_info("connection %u (peer-to-peer): via%u VI %u (pid %d) <-> via%u VI %u (pid %d)",
+            cn->id, a->nic->index, a->id, (int)a->sess->pid, b->nic->index, b->id,
+            (int)b->sess->pid);
+    return cn;
+}
 
 /* The request conn_id offered to session s, or NULL with r failed. */
 static struct kd_conn *offered(struct kd_session *s, uint32_t conn_id, struct kd_reply *r)
@@ -306,29 +390,8 @@ void kd_op_conn_accept(struct kd_client *c, uint64_t cookie, const void *body,
         return;
     }
     int fd;
-    struct via_chan *ch = kd_shm_create("via-chan", sizeof *ch, 0, &fd);
-    if (!ch) {
-        kd_fail(r, VIP_ERROR_RESOURCE, "cannot create the channel: %s", strerror(errno));
+    if (!establish(cn, rv, vi, &fd, r))
         return;
-    }
-    ch->magic = VIA_CHAN_MAGIC;
-    ch->conn_id = cn->id;
-    ch->reliability = vi->attr.reliability;
-    ch->vi_id[0] = rv->id;
-    ch->vi_id[1] = vi->id;
-    ch->nic[0] = (uint16_t)rv->nic->index;
-    ch->nic[1] = (uint16_t)vi->nic->index;
-    atomic_store_explicit(&ch->state, VIA_CHAN_OPEN, memory_order_release);
-
-    cn->chan = ch;
-    cn->vi[0] = rv;
-    cn->vi[1] = vi;
-    vi->conn = cn;
-    vi->side = 1;
-    kd_vi_set_state(rv, VIA_VI_CONNECTED);
-    kd_vi_set_state(vi, VIA_VI_CONNECTED);
-    conn_set_state(cn, KD_CONN_ACCEPTED);
-
     struct via_ctl_conn_done_r d = {
         .conn_id = cn->id, .side = 0, .peer_vi = vi->id, .remote_attr = vi->attr};
     int fds[2] = {fd, s->evfd};
@@ -405,6 +468,7 @@ void kd_op_disconnect(struct kd_client *c, uint64_t cookie, const void *body,
     struct kd_vi *vi = kd_vi_arg(c->sess, q->vi_id, r);
     if (!vi)
         return;
+    kd_peer_vi_gone(vi, "VipDisconnect cancelled the peer connection request");
     struct kd_conn *cn = vi->conn;
     if (cn && cn->state != KD_CONN_ACCEPTED) {
         request_end(cn, KD_CONN_REJECTED, VIP_REJECT,
@@ -439,6 +503,7 @@ void kd_op_vi_error(struct kd_client *c, uint64_t cookie, const void *body,
 
 void kd_conn_vi_gone(struct kd_vi *vi, bool died)
 {
+    kd_peer_vi_gone(vi, "the VI was destroyed while its peer connection request was pending");
     struct kd_conn *cn = vi->conn;
     if (!cn)
         return;
@@ -453,6 +518,7 @@ void kd_conn_vi_gone(struct kd_vi *vi, bool died)
 
 void kd_conn_client_gone(struct kd_client *c)
 {
+    kd_peer_client_gone(c);
     for (struct kd_listener *l = kd.listeners, *n; l; l = n) {
         n = l->next;
         if (l->client == c)
@@ -487,7 +553,7 @@ void kd_conn_session_gone(struct kd_session *s)
 
 uint64_t kd_conn_next_deadline(void)
 {
-    uint64_t d = 0;
+    uint64_t d = kd_peer_next_deadline();
     for (struct kd_listener *l = kd.listeners; l; l = l->next)
         if (l->deadline_ns && (!d || l->deadline_ns < d))
             d = l->deadline_ns;
@@ -499,6 +565,7 @@ uint64_t kd_conn_next_deadline(void)
 
 void kd_conn_expire(uint64_t now)
 {
+    kd_peer_expire(now);
     for (struct kd_listener *l = kd.listeners, *n; l; l = n) {
         n = l->next;
         if (l->deadline_ns && l->deadline_ns <= now) {
@@ -512,9 +579,7 @@ void kd_conn_expire(uint64_t now)
         if (cn->state == KD_CONN_ACCEPTED || !cn->deadline_ns || cn->deadline_ns > now)
             continue;
         request_end(cn, KD_CONN_TIMED_OUT, VIP_TIMEOUT,
-                    cn->state == KD_CONN_MATCHED
-                        ? "the remote side did not accept before the timeout"
-                        : "nobody waited for this connection before the timeout");
+                    "the remote side did not accept or reject before the timeout");
     }
 }
 

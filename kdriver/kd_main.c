@@ -83,6 +83,9 @@ static void usage(FILE *f)
             "                         else the first existing of EXE/../share/vipl/profiles,\n"
             "                         EXE/../../lanai-fw/profiles, /usr/local/share/vipl/profiles,\n"
             "                         /usr/share/vipl/profiles; EXE = vipd's directory)\n"
+            "      --hosts FILE       names for VipNSGetHostByName (default: $VIPD_HOSTS):\n"
+            "                         lines 'name address...', address viaN or\n"
+            "                         hh:hh:hh:hh:hh:hh, '#' comments; a bad line is an error\n"
             "  -l, --log-level LEVEL  error|warn|info|debug (default info)\n"
             "  -v                     same as --log-level debug\n"
             "  -q                     same as --log-level error\n"
@@ -395,7 +398,8 @@ int main(int argc, char **argv)
         {"socket", required_argument, NULL, 's'}, {"profile", required_argument, NULL, 'P'},
         {"log-level", required_argument, NULL, 'l'}, {"idle-exit", required_argument, NULL, 'I'},
         {"autostart", no_argument, NULL, 'A'},   {"help", no_argument, NULL, 'h'},
-        {"profile-dir", required_argument, NULL, 'D'}, {NULL, 0, NULL, 0}};
+        {"profile-dir", required_argument, NULL, 'D'}, {"hosts", required_argument, NULL, 'H'},
+        {NULL, 0, NULL, 0}};
     bool foreground = false, autostart = false;
     unsigned long nnics = 1, idle = 0;
     bool idle_set = false;
@@ -403,7 +407,7 @@ int main(int argc, char **argv)
     /* Per NIC; a NIC no --profile names gets the default (NULL here). */
     const char *profiles[VIA_MAX_NICS] = {NULL};
     unsigned long named_max = 0; /* highest NIC index a viaN= option named, + 1 */
-    const char *profile_dir = NULL;
+    const char *profile_dir = NULL, *hosts = NULL;
     int c;
     while ((c = getopt_long(argc, argv, "fn:s:l:vqh", opts, NULL)) != -1) {
         switch (c) {
@@ -434,6 +438,13 @@ int main(int argc, char **argv)
                 return 1;
             }
             profile_dir = optarg;
+            break;
+        case 'H':
+            if (!*optarg) {
+                fprintf(stderr, "vipd: --hosts wants a file\n");
+                return 1;
+            }
+            hosts = optarg;
             break;
         case 'l': {
             int lv = parse_level(optarg);
@@ -507,6 +518,15 @@ int main(int argc, char **argv)
     }
     if (!kd_nic_init((unsigned)nnics, profiles, profile_dir))
         return 1;
+    /* Like the profiles: a bad hosts file is our exit status, before the lock. */
+    if (!hosts) {
+        const char *e = getenv("VIPD_HOSTS");
+        hosts = e && *e ? e : NULL;
+    }
+    if (hosts && !kd_ns_load(hosts)) {
+        kd_nic_fini();
+        return 1;
+    }
 
     if (autostart && !idle_set) {
         idle = 60;
@@ -530,6 +550,7 @@ int main(int argc, char **argv)
     if (lockfd == -2 && !autostart) {
         fprintf(stderr, "vipd: another vipd already serves %s\n", sockpath);
         kd_nic_fini();
+        kd_ns_free();
         return 1;
     }
     /* Lost the autostart race. The winner may not listen yet, and our
@@ -540,12 +561,14 @@ int main(int argc, char **argv)
         if (s >= 0) {
             close(s);
             kd_nic_fini();
+            kd_ns_free();
             return 0;
         }
         if (waited >= 10000) {
             fprintf(stderr, "vipd: another vipd holds %s but does not answer on %s\n",
                     lockpath, sockpath);
             kd_nic_fini();
+            kd_ns_free();
             return 1;
         }
         usleep(10000);
@@ -553,12 +576,14 @@ int main(int argc, char **argv)
     }
     if (lockfd < 0) {
         kd_nic_fini();
+        kd_ns_free();
         return 1;
     }
     int lsock = bind_socket(sockpath);
     if (lsock < 0) {
         unlink(lockpath);
         kd_nic_fini();
+        kd_ns_free();
         return 1;
     }
 
@@ -588,6 +613,8 @@ int main(int argc, char **argv)
             kd.nnics == 1 ? "" : "s", plist, kd.host_id, idle ? "" : ", no idle exit");
     if (profile_dir)
         kd_info("profile directory %s", profile_dir);
+    if (hosts)
+        kd_info("hosts file %s: %zu name-address pairs", hosts, kd.nhosts);
     if (idle)
         kd_info("idle exit after %lu s without sessions", idle);
 
@@ -595,6 +622,7 @@ int main(int argc, char **argv)
 
     kd_shutdown_all();
     kd_nic_fini();
+    kd_ns_free();
     unlink(sockpath);
     unlink(lockpath);
     close(lsock);

@@ -1,6 +1,6 @@
 /*
  * kd_nic.c - the NICs of this vipd, their addresses, profiles and NIC
- * pages, the name service (NS_LOOKUP) and QUERY_NIC.
+ * pages, QUERY_NIC and the NICs the switch reaches (SMI_NICS).
  *
  * NIC address = 4-byte host id (big-endian) + 2-byte NIC index (big-endian).
  * The host id is a hash of the host name so that two hosts (a later
@@ -8,7 +8,6 @@
  */
 #include "kd.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,87 +128,18 @@ void kd_nic_session_gone(struct kd_nic *nic, pid_t pid)
         kd_info("via%u: pid %d ended holding the NIC lock: freed it", nic->index, (int)pid);
 }
 
-/* Parse a decimal NIC index that must fill the whole string. */
-static bool nic_number(const char *s, unsigned *out)
-{
-    if (!*s || strlen(s) > 5)
-        return false;
-    for (const char *p = s; *p; p++)
-        if (!isdigit((unsigned char)*p))
-            return false;
-    *out = (unsigned)atoi(s);
-    return true;
-}
-
-/* A device name without host part: viaN, /dev/viaN, /dev/via_lo,
- * /dev/via_ethN (the names VipOpenNic accepts). */
-static bool device_index(const char *s, unsigned *out)
-{
-    if (strncmp(s, "/dev/", 5) == 0)
-        s += 5;
-    if (strcmp(s, "via_lo") == 0) {
-        *out = 0;
-        return true;
-    }
-    if (strncmp(s, "via_eth", 7) == 0)
-        return nic_number(s + 7, out);
-    if (strncmp(s, "via", 3) == 0)
-        return nic_number(s + 3, out);
-    return false;
-}
-
-/* Names that mean this machine. */
-static bool is_this_host(const char *h)
-{
-    if (!*h || strcmp(h, "localhost") == 0 || strcmp(h, "127.0.0.1") == 0 ||
-        strcmp(h, kd.hostname) == 0)
-        return true;
-    /* short name of an FQDN hostname, or FQDN of a short one */
-    size_t a = strcspn(h, "."), b = strcspn(kd.hostname, ".");
-    return a == b && strncmp(h, kd.hostname, a) == 0;
-}
-
-void kd_op_ns_lookup(struct kd_client *c, uint64_t cookie, const void *body,
-                     struct kd_reply *r)
+/* The NICs the emulated switch reaches from the session's own: all the others
+ * (VipQuerySystemManagementInfo, VIP_SMI_AUTODISCOVERY). */
+void kd_op_smi_nics(struct kd_client *c, uint64_t cookie, const void *body, struct kd_reply *r)
 {
     (void)cookie;
-    const struct via_ctl_ns_lookup *q = body;
-    char name[sizeof q->name + 1];
-    memcpy(name, q->name, sizeof q->name);
-    name[sizeof q->name] = 0; /* the client may not have terminated it */
-    unsigned own = c->sess ? c->sess->nic->index : 0, idx;
-    const char *colon = strrchr(name, ':');
-
-    if (colon) {
-        char host[sizeof name];
-        memcpy(host, name, (size_t)(colon - name));
-        host[colon - name] = 0;
-        if (!is_this_host(host)) {
-            kd_fail(r, VIP_ERROR_NAMESERVICE,
-                    "unknown host %.40s (only this host's NICs are known)", host);
-            return;
-        }
-        if (!device_index(colon + 1, &idx)) {
-            kd_fail(r, VIP_ERROR_NAMESERVICE, "unknown NIC name %.60s", colon + 1);
-            return;
-        }
-    } else if (device_index(name, &idx)) {
-        /* explicit NIC of this host */
-    } else if (is_this_host(name)) {
-        idx = own;
-    } else {
-        kd_fail(r, VIP_ERROR_NAMESERVICE, "unknown host %.64s", name);
+    (void)body;
+    struct via_ctl_smi_nics_r *a = kd_body(r, sizeof *a);
+    if (!a)
         return;
-    }
-    if (idx >= kd.nnics) {
-        kd_fail(r, VIP_ERROR_NAMESERVICE, "no such NIC via%u (this vipd has %u)", idx,
-                kd.nnics);
-        return;
-    }
-    struct via_ctl_ns_lookup_r *a = kd_body(r, sizeof *a);
-    if (a)
-        kd_nic_addr(idx, a->nic_addr);
-    kd_debug("NS_LOOKUP '%s' -> via%u", name, idx);
+    for (unsigned i = 0; i < kd.nnics; i++)
+        if (i != c->sess->nic->index)
+            kd_nic_addr(i, a->nic_addr[a->count++]);
 }
 
 void kd_op_query_nic(struct kd_client *c, uint64_t cookie, const void *body,

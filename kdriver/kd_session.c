@@ -259,6 +259,12 @@ static const struct kd_op ops[VIA_CTL_NOPS] = {
     [VIA_CTL_PING] = {"PING", 0, kd_op_ping, false},
     OP(VIA_CTL_GET_PROFILE, "GET_PROFILE", struct via_ctl_get_profile, kd_op_get_profile, false),
     OP(VIA_CTL_RESIZE_CQ, "RESIZE_CQ", struct via_ctl_resize_cq, kd_op_resize_cq, true),
+    OP(VIA_CTL_PEER_REQUEST, "PEER_REQUEST", struct via_ctl_conn_request, kd_op_peer_request,
+       true),
+    OP(VIA_CTL_PEER_DONE, "PEER_DONE", struct via_ctl_vi, kd_op_peer_done, true),
+    OP(VIA_CTL_PEER_WAIT, "PEER_WAIT", struct via_ctl_vi, kd_op_peer_wait, true),
+    OP(VIA_CTL_NS_REVERSE, "NS_REVERSE", struct via_ctl_ns_reverse, kd_op_ns_reverse, false),
+    [VIA_CTL_SMI_NICS] = {"SMI_NICS", 0, kd_op_smi_nics, true},
 };
 
 static void dispatch(struct kd_client *c, const struct via_ctl_hdr *h, const void *body,

@@ -409,6 +409,8 @@ static int cmd_env(void)
     env1("VIPD_AUTOSTART", "0: VipOpenNic does not start vipd");
     env1("VIPD_PATH", "vipd binary VipOpenNic starts");
     env1("VIPD_IDLE_EXIT", "seconds an autostarted vipd waits without sessions (60)");
+    env1("VIPD_NICS", "NICs of an autostarted vipd (2)");
+    env1("VIPD_HOSTS", "hosts file of names for VipNSGetHostByName (vipd --hosts)");
     env1("XDG_RUNTIME_DIR", "holds vipd/vipd.sock when VIPD_SOCKET is unset");
     printf("%-16s = %s\n", "(socket path)", sockpath);
     return 0;

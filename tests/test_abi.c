@@ -36,6 +36,8 @@ static const struct {
     PUB(VipCreateVi), PUB(VipDestroyVi), PUB(VipQueryVi), PUB(VipSetViAttributes),
     PUB(VipConnectWait), PUB(VipConnectAccept), PUB(VipConnectReject), PUB(VipConnectRequest),
     PUB(VipDisconnect),
+    PUB(VipConnectPeerRequest), PUB(VipConnectPeerDone), PUB(VipConnectPeerWait),
+    PUB(VipQuerySystemManagementInfo),
     PUB(VipPostSend), PUB(VipSendDone), PUB(VipSendWait),
     PUB(VipPostRecv), PUB(VipRecvDone), PUB(VipRecvWait),
     PUB(VipCreateCQ), PUB(VipDestroyCQ), PUB(VipResizeCQ), PUB(VipCQDone), PUB(VipCQWait),

@@ -1,7 +1,7 @@
 /*
  * test_multi.c - many processes and many VIs at once: 4 pairs sharing a NIC,
  * one process with 64 connected VIs driven through completion queues, wait
- * and connection timeouts, rejection.
+ * timeouts, rejection (the order of client and server: test_connect.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -357,75 +357,6 @@ out:
     tl_close(&t);
 }
 
-static void test_connect_request_timeout(void)
-{
-    struct tl_nic t = {0};
-    VIP_VI_HANDLE vi = NULL;
-    char disc[17];
-    tl_discrim(disc, "nobody");
-    TRC(tl_open(&t, "via0"), VIP_SUCCESS);
-    TRC(tl_vi(&t, VIP_SERVICE_RELIABLE_DELIVERY, NULL, NULL, &vi), VIP_SUCCESS);
-    uint64_t t0 = tl_now_ms();
-    TRC_SOFT(tl_request(&t, vi, "via1", disc, 100), VIP_TIMEOUT);
-    uint64_t dt = tl_now_ms() - t0;
-    CU_ASSERT(dt >= 90 && dt < 3000);
-    CU_ASSERT_EQUAL(tl_vi_state(vi), VIP_STATE_IDLE);
-    /* the VI can still be used: its request left nothing behind */
-    TRC_SOFT(tl_request(&t, vi, "via0", disc, 50), VIP_TIMEOUT);
-out:
-    if (vi)
-        TRC_SOFT(VipDestroyVi(vi), VIP_SUCCESS);
-    tl_close(&t);
-}
-
-/* A late server: the request waits in vipd until the wait arrives. The
- * server child opens nothing until the parent has seen the client's VI
- * pending in `vipctl vis`. */
-static int late_server(void *arg)
-{
-    if (tl_child_take(30000) != 'g')
-        tl_child_fail(__FILE__, __LINE__, "no go token");
-    return tpp_child_server(arg);
-}
-
-static int vis_has(pid_t pid, const char *state)
-{
-    char *out = malloc(1 << 20);
-    int found = 0;
-    if (out && tl_vipctl("vis", out, 1 << 20) == 0) {
-        for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
-            char nic[16], st[16];
-            unsigned vi, p;
-            char prog[64];
-            if (sscanf(line, "%15s %u %u %63s %15s", nic, &vi, &p, prog, st) == 5 &&
-                p == (unsigned)pid && (!state || strcmp(st, state) == 0))
-                found = 1;
-        }
-    }
-    free(out);
-    return found;
-}
-
-static void test_request_before_wait(void)
-{
-    struct tpp_cfg c;
-    tpp_defaults(&c, VIP_SERVICE_RELIABLE_DELIVERY, 100, TPP_SMALL);
-    struct tl_child srv = {.pid = -1}, cli = {.pid = -1};
-    TCHK(tl_spawn(&srv, late_server, &c) == 0);
-    TCHK(tl_spawn(&cli, tpp_child_client, &c) == 0);
-    int pending = 0;
-    for (int i = 0; i < 200 && !pending; i++) {
-        pending = vis_has(cli.pid, "PENDING");
-        if (!pending)
-            usleep(25000);
-    }
-    CU_ASSERT_TRUE(pending);
-    tl_parent_post(&srv, 'g');
-out:
-    TCHILD_OK(&srv, 60000);
-    TCHILD_OK(&cli, 60000);
-}
-
 static int rejecting_server(void *arg)
 {
     const char *disc = arg;
@@ -589,8 +520,6 @@ int main(int argc, char **argv)
         TL_TEST(test_many_vis_with_cqs),
         TL_TEST(test_wait_timeouts_connected),
         TL_TEST(test_connect_wait_timeout),
-        TL_TEST(test_connect_request_timeout),
-        TL_TEST(test_request_before_wait),
         TL_TEST(test_reject),
         TL_TEST(test_recv_notify),
         TL_END,

@@ -323,8 +323,17 @@ VIP_RETURN tl_request(struct tl_nic *t, VIP_VI_HANDLE vi, const char *host, cons
     VIP_NET_ADDRESS *remote = tl_addr(t->nic, host, disc);
     VIP_RETURN rc = VIP_ERROR_RESOURCE;
     VIP_VI_ATTRIBUTES ra;
-    if (local && remote)
+    /* As VIA programs do: VIP_NO_MATCH means the server does not wait yet. */
+    uint64_t end = tl_now_ms() + timeout;
+    unsigned pause_us = 500;
+    while (local && remote) {
         rc = VipConnectRequest(vi, local, remote, timeout, &ra);
+        if (rc != VIP_NO_MATCH || tl_now_ms() >= end)
+            break;
+        usleep(pause_us);
+        if (pause_us < 8000)
+            pause_us *= 2;
+    }
     free(local);
     free(remote);
     return rc;

@@ -159,7 +159,8 @@ static inline uint8_t *tl_host_bytes(VIP_NET_ADDRESS *a)
 
 /* Server side: wait for a request to (own NIC, disc), accept with vi. */
 VIP_RETURN tl_accept(struct tl_nic *t, VIP_VI_HANDLE vi, const char *disc, VIP_ULONG timeout);
-/* Client side: request (host, disc) with vi. */
+/* Client side: request (host, disc) with vi, again while the answer is
+ * VIP_NO_MATCH (nobody waits yet), for up to timeout ms. */
 VIP_RETURN tl_request(struct tl_nic *t, VIP_VI_HANDLE vi, const char *host, const char *disc,
                       VIP_ULONG timeout);
 

@@ -290,6 +290,15 @@ VIP_RETURN VipConnectRequest(IN VIP_VI_HANDLE ViHandle, IN VIP_NET_ADDRESS *Loca
                              OUT VIP_VI_ATTRIBUTES *RemoteViAttribs);
 VIP_RETURN VipDisconnect(IN VIP_VI_HANDLE ViHandle);
 
+/* Peer-to-peer: two VIs whose local and remote addresses mirror each other
+ * connect, whichever asks first. The request never blocks; Done polls
+ * (VIP_NOT_DONE until connected), Wait blocks; a request not met within
+ * Timeout makes them return VIP_TIMEOUT. */
+VIP_RETURN VipConnectPeerRequest(IN VIP_VI_HANDLE ViHandle, IN VIP_NET_ADDRESS *LocalAddr,
+                                 IN VIP_NET_ADDRESS *RemoteAddr, IN VIP_ULONG Timeout);
+VIP_RETURN VipConnectPeerDone(IN VIP_VI_HANDLE ViHandle, OUT VIP_VI_ATTRIBUTES *RemoteViAttribs);
+VIP_RETURN VipConnectPeerWait(IN VIP_VI_HANDLE ViHandle, OUT VIP_VI_ATTRIBUTES *RemoteViAttribs);
+
 VIP_RETURN VipPostSend(IN VIP_VI_HANDLE ViHandle, IN VIP_DESCRIPTOR *DescriptorPtr,
                        IN VIP_MEM_HANDLE MemoryHandle);
 VIP_RETURN VipSendDone(IN VIP_VI_HANDLE ViHandle, OUT VIP_DESCRIPTOR **DescriptorPtr);
@@ -323,6 +332,11 @@ VIP_RETURN VipRecvNotify(IN VIP_VI_HANDLE ViHandle, IN VIP_PVOID Context,
 VIP_RETURN VipCQNotify(IN VIP_CQ_HANDLE CQHandle, IN VIP_PVOID Context,
                        IN void (*Handler)(IN VIP_PVOID Context, IN VIP_NIC_HANDLE NicHandle,
                                           IN VIP_VI_HANDLE ViHandle, IN VIP_BOOLEAN RecvQueue));
+
+/* VIP_SMI_AUTODISCOVERY: SysManInfo is a VIP_AUTODISCOVERY_LIST whose
+ * ADAddrArray the caller allocated (NumAdAddrs pointers). */
+VIP_RETURN VipQuerySystemManagementInfo(IN VIP_NIC_HANDLE NicHandle, IN VIP_ULONG InfoType,
+                                        OUT VIP_PVOID SysManInfo);
 
 VIP_RETURN VipErrorCallback(IN VIP_NIC_HANDLE NicHandle, IN VIP_PVOID Context,
                             IN void (*Handler)(IN VIP_PVOID Context,

@@ -1,11 +1,15 @@
 /*
- * vipl_conn.c - the client-server connection model of VIA 1.0.
+ * vipl_conn.c - the connection models of VIA 1.0: client-server and
+ * peer-to-peer.
  *
- * The kernel agent matches a VipConnectRequest with a VipConnectWait on the
- * same NIC address and discriminator (the emulated switch), and on accept
- * hands both ends the channel (the link between them) and the peer's event
- * page, so either NIC can wake the other without a system call on the fast
- * path.
+ * The kernel agent matches a VipConnectRequest with a VipConnectWait
+ * already pending on the same NIC address and discriminator (the emulated
+ * switch; none pending: VIP_NO_MATCH at once), and on accept hands both
+ * ends the channel (the link between them) and the peer's event page, so
+ * either NIC can wake the other without a system call on the fast path.
+ * A VipConnectPeerRequest stays pending in the kernel agent until the
+ * mirror request arrives or it times out; VipConnectPeerDone asks for the
+ * outcome, VipConnectPeerWait waits for it, and either collects the channel.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +62,31 @@ static VIP_RETURN attach(struct vip_vi *vi, const struct via_ctl_conn_done_r *r,
 static uint32_t timeout_wire(VIP_ULONG t)
 {
     return t >= VIP_INFINITE ? 0xFFFFFFFFu : (uint32_t)t;
+}
+
+/* The arguments of VipConnectRequest and VipConnectPeerRequest: their
+ * errors are VIP_INVALID_PARAMETER, which comes before any other. */
+static VIP_RETURN request_in(struct vip_vi *vi, const VIP_NET_ADDRESS *local, bool need_local,
+                             const VIP_NET_ADDRESS *remote, VIP_ULONG timeout,
+                             struct via_ctl_conn_request *q)
+{
+    memset(q, 0, sizeof *q);
+    if (!vi)
+        return vipl_fail(VIP_INVALID_PARAMETER, "not a VI handle");
+    if (timeout == 0)
+        return vipl_fail(VIP_INVALID_PARAMETER, "a connection request's Timeout must not be 0");
+    if (need_local && !local)
+        return vipl_fail(VIP_INVALID_PARAMETER, "NULL LocalAddr: a peer is known by it");
+    VIP_RETURN rc = addr_in(remote, &q->remote, true);
+    if (rc == VIP_SUCCESS && local)
+        rc = addr_in(local, &q->local, false);
+    if (rc != VIP_SUCCESS)
+        return rc;
+    /* Our own host address is the VI's NIC, whatever the caller wrote. */
+    memcpy(q->local.host, vi->nic->attr.nic_addr, VIA_NIC_ADDR_LEN);
+    q->vi_id = vi->id;
+    q->timeout_ms = timeout_wire(timeout);
+    return VIP_SUCCESS;
 }
 
 VIP_RETURN VipConnectWait(VIP_NIC_HANDLE NicHandle, VIP_NET_ADDRESS *LocalAddr,
@@ -139,15 +168,10 @@ VIP_RETURN VipConnectRequest(VIP_VI_HANDLE ViHandle, VIP_NET_ADDRESS *LocalAddr,
                              VIP_VI_ATTRIBUTES *RemoteViAttribs)
 {
     struct vip_vi *vi = vipl_vi(ViHandle);
-    if (!vi)
-        return vipl_fail(VIP_INVALID_PARAMETER, "not a VI handle");
-    struct via_ctl_conn_request q = {.vi_id = vi->id, .timeout_ms = timeout_wire(Timeout)};
-    VIP_RETURN rc = addr_in(RemoteAddr, &q.remote, true);
+    struct via_ctl_conn_request q;
+    VIP_RETURN rc = request_in(vi, LocalAddr, false, RemoteAddr, Timeout, &q);
     if (rc != VIP_SUCCESS)
         return rc;
-    if (LocalAddr && (rc = addr_in(LocalAddr, &q.local, false)) != VIP_SUCCESS)
-        return rc;
-    memcpy(q.local.host, vi->nic->attr.nic_addr, VIA_NIC_ADDR_LEN);
     struct via_ctl_conn_done_r r;
     int fds[2], nfds = 2;
     rc = vipl_call_side(vi->nic, VIA_CTL_CONN_REQUEST, &q, sizeof q, &r, sizeof r, fds, &nfds);
@@ -178,3 +202,49 @@ VIP_RETURN VipDisconnect(VIP_VI_HANDLE ViHandle)
     return VIP_SUCCESS;
 }
 
+
+/* ---- peer-to-peer ------------------------------------------------------------------- */
+
+VIP_RETURN VipConnectPeerRequest(VIP_VI_HANDLE ViHandle, VIP_NET_ADDRESS *LocalAddr,
+                                 VIP_NET_ADDRESS *RemoteAddr, VIP_ULONG Timeout)
+{
+    struct vip_vi *vi = vipl_vi(ViHandle);
+    struct via_ctl_conn_request q;
+    VIP_RETURN rc = request_in(vi, LocalAddr, true, RemoteAddr, Timeout, &q);
+    if (rc != VIP_SUCCESS)
+        return rc;
+    return vipl_call(vi->nic, VIA_CTL_PEER_REQUEST, &q, sizeof q, NULL, 0, NULL, NULL);
+}
+
+/* PEER_DONE or PEER_WAIT: the outcome of the VI's peer request. */
+static VIP_RETURN peer_outcome(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES *RemoteViAttribs,
+                               bool wait)
+{
+    struct vip_vi *vi = vipl_vi(ViHandle);
+    if (!vi)
+        return vipl_fail(VIP_INVALID_PARAMETER, "not a VI handle");
+    struct via_ctl_vi q = {.vi_id = vi->id};
+    struct via_ctl_conn_done_r r;
+    int fds[2], nfds = 2;
+    VIP_RETURN rc = wait ? vipl_call_side(vi->nic, VIA_CTL_PEER_WAIT, &q, sizeof q, &r,
+                                          sizeof r, fds, &nfds)
+                         : vipl_call(vi->nic, VIA_CTL_PEER_DONE, &q, sizeof q, &r, sizeof r,
+                                     fds, &nfds);
+    /* Not connected: vi is not touched (another thread may have destroyed
+     * it, which is what ended a blocked wait). */
+    if (rc != VIP_SUCCESS || (rc = attach(vi, &r, fds, nfds)) != VIP_SUCCESS)
+        return rc;
+    if (RemoteViAttribs)
+        vipl_attr_from_wire(NULL, &r.remote_attr, RemoteViAttribs);
+    return VIP_SUCCESS;
+}
+
+VIP_RETURN VipConnectPeerDone(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES *RemoteViAttribs)
+{
+    return peer_outcome(ViHandle, RemoteViAttribs, false);
+}
+
+VIP_RETURN VipConnectPeerWait(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES *RemoteViAttribs)
+{
+    return peer_outcome(ViHandle, RemoteViAttribs, true);
+}

@@ -77,6 +77,8 @@ static VIP_RETURN roundtrip(int sock, uint32_t op, const void *req, size_t req_l
             close(fds[i]);
         if (nfds)
             *nfds = 0;
+        if (r.status == VIP_NOT_DONE) /* an answer (VipConnectPeerDone), not a failure */
+            return VIP_NOT_DONE;
         return vipl_fail((VIP_RETURN)r.status, "vipd: %s", r.msg);
     }
     if ((size_t)n < rep_len)

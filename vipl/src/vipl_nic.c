@@ -248,11 +248,11 @@ VIP_RETURN VipNSGetHostByName(VIP_NIC_HANDLE NicHandle, VIP_CHAR *Name,
     struct vip_nic *n = vipl_nic(NicHandle);
     if (!n || !Name || !Address)
         return vipl_fail(VIP_INVALID_PARAMETER, "NULL argument to VipNSGetHostByName");
-    if (NameIndex != 0)
-        return vipl_fail(VIP_ERROR_NAMESERVICE, "'%s' has only one address (index 0)", Name);
-    struct via_ctl_ns_lookup q = {{0}};
+    struct via_ctl_ns_lookup q = {.index = NameIndex > 0xFFFFFFFFul ? 0xFFFFFFFFu
+                                                                    : (uint32_t)NameIndex};
     if (strlen(Name) >= sizeof q.name)
-        return vipl_fail(VIP_ERROR_NAMESERVICE, "host name too long");
+        return vipl_fail(VIP_ERROR_NAMESERVICE, "host name too long (%zu bytes, max %zu)",
+                         strlen(Name), sizeof q.name - 1);
     strcpy(q.name, Name);
     struct via_ctl_ns_lookup_r r;
     VIP_RETURN rc = vipl_call(n, VIA_CTL_NS_LOOKUP, &q, sizeof q, &r, sizeof r, NULL, NULL);
@@ -269,20 +269,75 @@ VIP_RETURN VipNSGetHostByAddr(VIP_NIC_HANDLE NicHandle, VIP_NET_ADDRESS *Address
     struct vip_nic *n = vipl_nic(NicHandle);
     if (!n || !Address || !Name || !NameLen)
         return vipl_fail(VIP_INVALID_PARAMETER, "NULL argument to VipNSGetHostByAddr");
-    if (Address->HostAddressLen != VIA_NIC_ADDR_LEN ||
-        memcmp(vipl_na_bytes(Address), n->attr.nic_addr, 4) != 0)
-        return vipl_fail(VIP_ERROR_NAMESERVICE, "address is not a NIC of this host");
-    char host[64] = "localhost", buf[96];
-    gethostname(host, sizeof host - 1);
-    const uint8_t *ha = vipl_na_bytes(Address);
-    unsigned nic = (unsigned)ha[4] << 8 | ha[5];
-    int len = snprintf(buf, sizeof buf, "%s:via%u", host, nic);
-    if ((VIP_ULONG)len + 1 > *NameLen) {
+    if (Address->HostAddressLen != VIA_NIC_ADDR_LEN)
+        return vipl_fail(VIP_ERROR_NAMESERVICE, "a host address of %u bytes; this NIC's are %u",
+                         Address->HostAddressLen, VIA_NIC_ADDR_LEN);
+    struct via_ctl_ns_reverse q = {.pad = 0};
+    memcpy(q.nic_addr, vipl_na_bytes(Address), VIA_NIC_ADDR_LEN);
+    struct via_ctl_ns_reverse_r r;
+    VIP_RETURN rc = vipl_call(n, VIA_CTL_NS_REVERSE, &q, sizeof q, &r, sizeof r, NULL, NULL);
+    if (rc != VIP_SUCCESS)
+        return rc;
+    size_t len = strnlen(r.name, sizeof r.name - 1);
+    if (len + 1 > *NameLen) {
         *NameLen = (VIP_ULONG)len + 1;
-        return vipl_fail(VIP_INVALID_PARAMETER, "name buffer too small (%d bytes needed)",
+        return vipl_fail(VIP_INVALID_PARAMETER, "name buffer too small (%zu bytes needed)",
                          len + 1);
     }
-    memcpy(Name, buf, (size_t)len + 1);
+    memcpy(Name, r.name, len);
+    Name[len] = 0;
     *NameLen = (VIP_ULONG)len + 1;
+    return VIP_SUCCESS;
+}
+
+/* ---- system management: autodiscovery ----------------------------------------- */
+
+/*
+ * VIP_SMI_AUTODISCOVERY fills the caller's VIP_AUTODISCOVERY_LIST:
+ * ADAddrArray holds NumAdAddrs pointers to VIP_NET_ADDRESS the caller
+ * allocated with room for NicAddressLen host bytes. Out: NumAdAddrs = the
+ * NICs the switch reaches (every other NIC of the kernel agent), each with
+ * no discriminator, NumberOfHops = 1 (one switch). Too few pointers:
+ * VIP_INVALID_PARAMETER, nothing written but NumAdAddrs, the number needed.
+ */
+VIP_RETURN VipQuerySystemManagementInfo(VIP_NIC_HANDLE NicHandle, VIP_ULONG InfoType,
+                                        VIP_PVOID SysManInfo)
+{
+    struct vip_nic *n = vipl_nic(NicHandle);
+    if (!n || !SysManInfo)
+        return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument to "
+                                                "VipQuerySystemManagementInfo");
+    if (InfoType != VIP_SMI_AUTODISCOVERY)
+        return vipl_fail(VIP_INVALID_PARAMETER, "InfoType %lu: only VIP_SMI_AUTODISCOVERY (%lu) "
+                         "is defined", (unsigned long)InfoType,
+                         (unsigned long)VIP_SMI_AUTODISCOVERY);
+    VIP_AUTODISCOVERY_LIST *l = SysManInfo;
+    if (l->NumAdAddrs && !l->ADAddrArray)
+        return vipl_fail(VIP_INVALID_PARAMETER, "ADAddrArray is NULL but NumAdAddrs is %lu",
+                         (unsigned long)l->NumAdAddrs);
+    struct via_ctl_smi_nics_r r;
+    VIP_RETURN rc = vipl_call(n, VIA_CTL_SMI_NICS, NULL, 0, &r, sizeof r, NULL, NULL);
+    if (rc != VIP_SUCCESS)
+        return rc;
+    if (r.count > VIA_MAX_NICS)
+        return vipl_fail(VIP_ERROR_RESOURCE, "vipd listed %u NICs (at most %u exist)", r.count,
+                         VIA_MAX_NICS);
+    if (l->NumAdAddrs < r.count) {
+        VIP_ULONG had = l->NumAdAddrs;
+        l->NumAdAddrs = r.count;
+        return vipl_fail(VIP_INVALID_PARAMETER, "ADAddrArray has %lu entries; %u needed "
+                         "(NumAdAddrs now says how many)", (unsigned long)had, r.count);
+    }
+    for (uint32_t i = 0; i < r.count; i++)
+        if (!l->ADAddrArray[i])
+            return vipl_fail(VIP_INVALID_PARAMETER, "ADAddrArray[%u] is NULL", i);
+    for (uint32_t i = 0; i < r.count; i++) {
+        VIP_NET_ADDRESS *a = l->ADAddrArray[i];
+        a->HostAddressLen = VIA_NIC_ADDR_LEN;
+        a->DiscriminatorLen = 0;
+        memcpy(vipl_na_bytes(a), r.nic_addr[i], VIA_NIC_ADDR_LEN);
+    }
+    l->NumAdAddrs = r.count;
+    l->NumberOfHops = 1;
     return VIP_SUCCESS;
 }

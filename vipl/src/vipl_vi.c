@@ -135,10 +135,10 @@ VIP_RETURN VipDestroyVi(VIP_VI_HANDLE ViHandle)
     struct vip_vi *vi = vipl_vi(ViHandle);
     if (!vi)
         return vipl_fail(VIP_INVALID_PARAMETER, "not a VI handle");
-    uint32_t st = atomic_load(&vi->db->state);
-    if (st == VIA_VI_CONNECTED || st == VIA_VI_PENDING)
-        return vipl_fail(VIP_INVALID_STATE, "VI %u is %s: VipDisconnect it first",
-                         vi->id, st == VIA_VI_CONNECTED ? "connected" : "connecting");
+    /* A pending connection request is cancelled with the VI (vipd). */
+    if (atomic_load(&vi->db->state) == VIA_VI_CONNECTED)
+        return vipl_fail(VIP_INVALID_STATE, "VI %u is connected: VipDisconnect it first",
+                         vi->id);
     struct vip_nic *n = vi->nic;
     vipl_notifiers_fini(&vi->notify); /* no handler may see the VI go */
     pthread_mutex_lock(&n->lock);

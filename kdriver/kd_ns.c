@@ -1,0 +1,395 @@
+/*
+ * kd_ns.c - the name service: NS_LOOKUP (VipNSGetHostByName) and
+ * NS_REVERSE (VipNSGetHostByAddr).
+ *
+ * A name is, in this order:
+ *   HOST:DEV     DEV (viaN, /dev/viaN, /dev/via_lo, /dev/via_ethN) of HOST,
+ *                which must be this host;
+ *   DEV          that NIC of this host;
+ *   a name of the hosts file (vipd --hosts FILE, else $VIPD_HOSTS): its
+ *                addresses in the order of the file (NameIndex 0, 1, ...);
+ *   this host    localhost, 127.0.0.1, gethostname() (short or FQDN), and
+ *                the names /etc/hosts gives this machine's addresses: the
+ *                asking session's own NIC.
+ * The hosts file is read once, at start-up, by a strict parser: a line it
+ * does not understand stops vipd with the file and line named.
+ */
+#include "kd.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "vipl.h"
+
+#define NS_NAME_MAX 63u        /* bytes of a name (NS_LOOKUP carries 64) */
+#define NS_MAX_ENTRIES 65536u  /* name-address pairs of the hosts file */
+#define NS_LINE_MAX 1024u
+
+struct kd_ns_entry {
+    char name[NS_NAME_MAX + 1];
+    uint8_t addr[VIA_NIC_ADDR_LEN];
+};
+
+/* ---- names of this host and its devices --------------------------------------- */
+
+/* A decimal NIC index that fills the whole string. */
+static bool nic_number(const char *s, unsigned *out)
+{
+    if (!*s || strlen(s) > 5)
+        return false;
+    for (const char *p = s; *p; p++)
+        if (!isdigit((unsigned char)*p))
+            return false;
+    *out = (unsigned)atoi(s);
+    return true;
+}
+
+/* A device name without host part: viaN, /dev/viaN, /dev/via_lo,
+ * /dev/via_ethN (the names VipOpenNic accepts). */
+static bool device_index(const char *s, unsigned *out)
+{
+    if (strncmp(s, "/dev/", 5) == 0)
+        s += 5;
+    if (strcmp(s, "via_lo") == 0) {
+        *out = 0;
+        return true;
+    }
+    if (strncmp(s, "via_eth", 7) == 0)
+        return nic_number(s + 7, out);
+    if (strncmp(s, "via", 3) == 0)
+        return nic_number(s + 3, out);
+    return false;
+}
+
+/* Is the textual IP address ip one of this machine's? Loopback always is. */
+static bool ip_is_ours(const char *ip)
+{
+    struct in_addr v4;
+    struct in6_addr v6;
+    if (inet_pton(AF_INET, ip, &v4) == 1) {
+        if ((ntohl(v4.s_addr) >> 24) == 127)
+            return true;
+    } else if (inet_pton(AF_INET6, ip, &v6) == 1) {
+        if (IN6_IS_ADDR_LOOPBACK(&v6))
+            return true;
+    } else {
+        return false;
+    }
+    struct ifaddrs *ifs;
+    if (getifaddrs(&ifs) < 0)
+        return false;
+    bool ours = false;
+    for (struct ifaddrs *i = ifs; i && !ours; i = i->ifa_next) {
+        if (!i->ifa_addr)
+            continue;
+        if (i->ifa_addr->sa_family == AF_INET)
+            ours = memcmp(&((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr, &v4,
+                          sizeof v4) == 0;
+        else if (i->ifa_addr->sa_family == AF_INET6)
+            ours = memcmp(&((struct sockaddr_in6 *)(void *)i->ifa_addr)->sin6_addr, &v6,
+                          sizeof v6) == 0;
+    }
+    freeifaddrs(ifs);
+    return ours;
+}
+
+/* Does /etc/hosts give `name` to an address of this machine, or list it
+ * beside this host's name? Read at each look-up: it is small and may change. */
+static bool etc_hosts_says_ours(const char *name)
+{
+    FILE *f = fopen("/etc/hosts", "r");
+    if (!f)
+        return false;
+    char line[NS_LINE_MAX];
+    bool ours = false;
+    while (!ours && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "#\n")] = 0;
+        char *save = NULL, *ip = strtok_r(line, " \t", &save);
+        bool named = false, beside_ours = false;
+        for (char *w = ip ? strtok_r(NULL, " \t", &save) : NULL; w;
+             w = strtok_r(NULL, " \t", &save)) {
+            named |= strcasecmp(w, name) == 0;
+            beside_ours |= strcasecmp(w, kd.hostname) == 0;
+        }
+        ours = named && (beside_ours || ip_is_ours(ip));
+    }
+    fclose(f);
+    return ours;
+}
+
+/* Names that mean this machine. */
+static bool is_this_host(const char *h)
+{
+    if (!*h || strcmp(h, "localhost") == 0 || strcmp(h, "127.0.0.1") == 0 ||
+        strcasecmp(h, kd.hostname) == 0)
+        return true;
+    /* short name of an FQDN hostname, or FQDN of a short one */
+    size_t a = strcspn(h, "."), b = strcspn(kd.hostname, ".");
+    if (a == b && strncasecmp(h, kd.hostname, a) == 0)
+        return true;
+    return etc_hosts_says_ours(h);
+}
+
+/* ---- the hosts file ----------------------------------------------------------------- */
+
+static bool name_ok(const char *w, char *why, size_t cap)
+{
+    unsigned idx;
+    if (strlen(w) > NS_NAME_MAX) {
+        snprintf(why, cap, "name '%.20s...' is longer than %u bytes", w, NS_NAME_MAX);
+        return false;
+    }
+    if (!isalnum((unsigned char)w[0])) {
+        snprintf(why, cap, "name '%s' must start with a letter or digit", w);
+        return false;
+    }
+    for (const char *p = w; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '.' && *p != '-' && *p != '_') {
+            snprintf(why, cap, "name '%s' has '%c' (names take letters, digits, '.', '-', "
+                               "'_')", w, *p);
+            return false;
+        }
+    if (device_index(w, &idx)) {
+        snprintf(why, cap, "'%s' is a device name and cannot be redefined", w);
+        return false;
+    }
+    return true;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c = (char)tolower((unsigned char)c);
+    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* viaN of this vipd, or a NIC address hh:hh:hh:hh:hh:hh (as vipctl prints it). */
+static bool address_ok(const char *w, uint8_t out[VIA_NIC_ADDR_LEN], char *why, size_t cap)
+{
+    unsigned idx;
+    if (strncmp(w, "via", 3) == 0 && nic_number(w + 3, &idx)) {
+        if (idx >= kd.nnics) {
+            snprintf(why, cap, "no NIC %s: this vipd has via0..via%u (see -n)", w,
+                     kd.nnics - 1);
+            return false;
+        }
+        kd_nic_addr(idx, out);
+        return true;
+    }
+    bool hex = strlen(w) == 3 * VIA_NIC_ADDR_LEN - 1;
+    for (unsigned i = 0; hex && i < VIA_NIC_ADDR_LEN; i++) {
+        int hi = hexval(w[3 * i]), lo = hexval(w[3 * i + 1]);
+        hex = hi >= 0 && lo >= 0 && (i == VIA_NIC_ADDR_LEN - 1 || w[3 * i + 2] == ':');
+        if (hex)
+            out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    if (!hex) {
+        snprintf(why, cap, "'%s' is not a NIC address (viaN or hh:hh:hh:hh:hh:hh)", w);
+        return false;
+    }
+    uint32_t host = (uint32_t)out[0] << 24 | (uint32_t)out[1] << 16 | (uint32_t)out[2] << 8 |
+                    out[3];
+    idx = (unsigned)out[4] << 8 | out[5];
+    if (host == kd.host_id && idx >= kd.nnics) {
+        snprintf(why, cap, "%s is NIC %u of this host, which has via0..via%u", w, idx,
+                 kd.nnics - 1);
+        return false;
+    }
+    return true;
+}
+
+/* One line's words: "name address [address ...]"; false with why set. */
+static bool parse_line(char *line, char *why, size_t cap)
+{
+    char *save = NULL, *name = strtok_r(line, " \t\r", &save);
+    if (!name)
+        return true; /* blank or comment */
+    if (!name_ok(name, why, cap))
+        return false;
+    unsigned naddr = 0;
+    for (char *w = strtok_r(NULL, " \t\r", &save); w; w = strtok_r(NULL, " \t\r", &save)) {
+        struct kd_ns_entry e = {0};
+        if (!address_ok(w, e.addr, why, cap))
+            return false;
+        for (size_t i = 0; i < kd.nhosts; i++)
+            if (strcasecmp(kd.hosts[i].name, name) == 0 &&
+                memcmp(kd.hosts[i].addr, e.addr, VIA_NIC_ADDR_LEN) == 0) {
+                snprintf(why, cap, "'%s' already has address %s", name, w);
+                return false;
+            }
+        if (kd.nhosts == NS_MAX_ENTRIES) {
+            snprintf(why, cap, "more than %u name-address pairs", NS_MAX_ENTRIES);
+            return false;
+        }
+        struct kd_ns_entry *n = realloc(kd.hosts, (kd.nhosts + 1) * sizeof *n);
+        if (!n) {
+            snprintf(why, cap, "out of memory");
+            return false;
+        }
+        kd.hosts = n;
+        snprintf(e.name, sizeof e.name, "%s", name);
+        kd.hosts[kd.nhosts++] = e;
+        naddr++;
+    }
+    if (!naddr) {
+        snprintf(why, cap, "'%s' has no address (a line is: name address...)", name);
+        return false;
+    }
+    return true;
+}
+
+bool kd_ns_load(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "vipd: hosts file %s: %s\n", path, strerror(errno));
+        return false;
+    }
+    char *line = NULL, why[200];
+    size_t cap = 0;
+    ssize_t len;
+    unsigned no = 0;
+    bool ok = true;
+    errno = 0;
+    while (ok && (len = getline(&line, &cap, f)) >= 0) {
+        no++;
+        if ((size_t)len > NS_LINE_MAX) {
+            snprintf(why, sizeof why, "line longer than %u bytes", NS_LINE_MAX);
+            ok = false;
+        } else if (memchr(line, 0, (size_t)len)) {
+            snprintf(why, sizeof why, "NUL byte in the line (not a text file?)");
+            ok = false;
+        } else {
+            line[strcspn(line, "#\n")] = 0;
+            ok = parse_line(line, why, sizeof why);
+        }
+    }
+    if (ok && ferror(f)) {
+        snprintf(why, sizeof why, "read error: %s", strerror(errno));
+        ok = false;
+    }
+    free(line);
+    fclose(f);
+    if (!ok) {
+        fprintf(stderr, "vipd: %s:%u: %s\n", path, no, why);
+        kd_ns_free();
+        return false;
+    }
+    return true;
+}
+
+void kd_ns_free(void)
+{
+    free(kd.hosts);
+    kd.hosts = NULL;
+    kd.nhosts = 0;
+}
+
+/* ---- NS_LOOKUP / NS_REVERSE ------------------------------------------------------- */
+
+/* The index-th address of name; false with r failed. */
+static bool resolve(const char *name, uint32_t index, unsigned own, uint8_t out[VIA_NIC_ADDR_LEN],
+                    struct kd_reply *r)
+{
+    unsigned idx, found = 0;
+    const char *colon = strrchr(name, ':');
+    if (colon) {
+        char host[NS_NAME_MAX + 2];
+        snprintf(host, sizeof host, "%.*s", (int)(colon - name), name);
+        if (!is_this_host(host)) {
+            kd_fail(r, VIP_ERROR_NAMESERVICE,
+                    "unknown host %.40s (only this host's NICs are known)", host);
+            return false;
+        }
+        if (!device_index(colon + 1, &idx)) {
+            kd_fail(r, VIP_ERROR_NAMESERVICE, "unknown NIC name %.60s", colon + 1);
+            return false;
+        }
+    } else if (device_index(name, &idx)) {
+        /* explicit NIC of this host */
+    } else {
+        for (size_t i = 0; i < kd.nhosts; i++)
+            if (strcasecmp(kd.hosts[i].name, name) == 0 && found++ == index) {
+                memcpy(out, kd.hosts[i].addr, VIA_NIC_ADDR_LEN);
+                return true;
+            }
+        if (found) {
+            kd_fail(r, VIP_ERROR_NAMESERVICE, "'%s' has %u address%s (NameIndex 0..%u)", name,
+                    found, found == 1 ? "" : "es", found - 1);
+            return false;
+        }
+        if (!is_this_host(name)) {
+            kd_fail(r, VIP_ERROR_NAMESERVICE, "unknown host %.64s", name);
+            return false;
+        }
+        idx = own;
+    }
+    if (idx >= kd.nnics) {
+        kd_fail(r, VIP_ERROR_NAMESERVICE, "no such NIC via%u (this vipd has %u)", idx,
+                kd.nnics);
+        return false;
+    }
+    if (index != 0) {
+        kd_fail(r, VIP_ERROR_NAMESERVICE, "'%s' has one address (NameIndex 0)", name);
+        return false;
+    }
+    kd_nic_addr(idx, out);
+    return true;
+}
+
+void kd_op_ns_lookup(struct kd_client *c, uint64_t cookie, const void *body,
+                     struct kd_reply *r)
+{
+    (void)cookie;
+    const struct via_ctl_ns_lookup *q = body;
+    char name[sizeof q->name + 1];
+    memcpy(name, q->name, sizeof q->name);
+    name[sizeof q->name] = 0; /* the client may not have terminated it */
+    uint8_t addr[VIA_NIC_ADDR_LEN];
+    if (!resolve(name, q->index, c->sess ? c->sess->nic->index : 0, addr, r))
+        return;
+    struct via_ctl_ns_lookup_r *a = kd_body(r, sizeof *a);
+    if (a)
+        memcpy(a->nic_addr, addr, VIA_NIC_ADDR_LEN);
+    kd_debug("NS_LOOKUP '%s' [%u] -> %02x%02x%02x%02x:%u", name, q->index, addr[0], addr[1],
+             addr[2], addr[3], (unsigned)addr[4] << 8 | addr[5]);
+}
+
+/* The hosts file's first name for the address, else HOST:viaN for a NIC of
+ * this host. */
+void kd_op_ns_reverse(struct kd_client *c, uint64_t cookie, const void *body,
+                      struct kd_reply *r)
+{
+    (void)c;
+    (void)cookie;
+    const struct via_ctl_ns_reverse *q = body;
+    const uint8_t *h = q->nic_addr;
+    uint32_t host = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
+    unsigned idx = (unsigned)h[4] << 8 | h[5];
+    const char *name = NULL;
+    for (size_t i = 0; i < kd.nhosts && !name; i++)
+        if (memcmp(kd.hosts[i].addr, h, VIA_NIC_ADDR_LEN) == 0)
+            name = kd.hosts[i].name;
+    if (!name && (host != kd.host_id || idx >= kd.nnics)) {
+        kd_fail(r, VIP_ERROR_NAMESERVICE,
+                "no name for %02x:%02x:%02x:%02x:%02x:%02x: not a NIC of this host nor in "
+                "the hosts file", h[0], h[1], h[2], h[3], h[4], h[5]);
+        return;
+    }
+    struct via_ctl_ns_reverse_r *a = kd_body(r, sizeof *a);
+    if (!a)
+        return;
+    if (name)
+        snprintf(a->name, sizeof a->name, "%s", name);
+    else
+        snprintf(a->name, sizeof a->name, "%.80s:via%u", kd.hostname, idx);
+}
