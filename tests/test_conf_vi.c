@@ -82,7 +82,7 @@ static const struct rule {
     [C_POST_SEND] = {"VipPostSend", {VIP_INVALID_STATE, VIP_SUCCESS, VIP_INVALID_STATE, VIP_SUCCESS}},
     [C_POST_RECV] = {"VipPostRecv", {VIP_SUCCESS, VIP_SUCCESS, VIP_SUCCESS, VIP_SUCCESS}},
     [C_REQUEST] = {"VipConnectRequest",
-                   {VIP_TIMEOUT, VIP_INVALID_STATE, VIP_INVALID_STATE, VIP_INVALID_STATE}},
+                   {VIP_NO_MATCH, VIP_INVALID_STATE, VIP_INVALID_STATE, VIP_INVALID_STATE}},
     [C_ACCEPT] = {"VipConnectAccept", {LEAVES, VIP_INVALID_STATE, VIP_INVALID_STATE,
                                        VIP_INVALID_STATE}},
     /* (the VI's own attributes again: allowed in every state; what may
@@ -90,7 +90,8 @@ static const struct rule {
     [C_SET_ATTR] = {"VipSetViAttributes",
                     {VIP_SUCCESS, VIP_SUCCESS, VIP_SUCCESS, VIP_SUCCESS}},
     [C_QUERY] = {"VipQueryVi", {VIP_SUCCESS, VIP_SUCCESS, VIP_SUCCESS, VIP_SUCCESS}},
-    [C_DESTROY] = {"VipDestroyVi", {LEAVES, VIP_INVALID_STATE, VIP_INVALID_STATE, LEAVES}},
+    /* (a pending request is cancelled by destroying its VI: test_connect) */
+    [C_DESTROY] = {"VipDestroyVi", {LEAVES, VIP_INVALID_STATE, LEAVES, LEAVES}},
 };
 
 static const char *const state_name[] = {"IDLE", "CONNECTED", "CONNECT_PENDING", "ERROR"};
@@ -178,7 +179,7 @@ static VIP_RETURN make_call(struct sm *s, enum call c)
     case C_REQUEST: {
         char disc[17];
         tl_discrim(disc, "nobody");
-        return tl_request(&e->t, vi, s->host1, disc, 0);
+        return tl_request(&e->t, vi, s->host1, disc, 100);
     }
     case C_ACCEPT:
         return accept_offer(s, vi);
@@ -259,60 +260,71 @@ static void test_state_idle(void)
     sm_close(&s);
 }
 
-/* A VI whose VipConnectRequest runs on another thread. */
+/* A peer-to-peer request of e[0] to e[1] (discriminators d0 -> d1),
+ * pending until e[1] mirrors it or the timeout. */
+static VIP_RETURN peer_request(struct sm *s, int side, const char *mine, const char *theirs,
+                               VIP_ULONG timeout)
+{
+    struct tc_end *e = &s->p.e[side];
+    VIP_NET_ADDRESS *local = tl_addr(e->t.nic, side ? s->host1 : s->host0, mine);
+    VIP_NET_ADDRESS *remote = tl_addr(e->t.nic, side ? s->host0 : s->host1, theirs);
+    VIP_RETURN rc = VIP_ERROR_RESOURCE;
+    if (local && remote)
+        rc = VipConnectPeerRequest(e->vi, local, remote, timeout);
+    free(local);
+    free(remote);
+    return rc;
+}
+
+/* A VI with a connection request pending (VipConnectPeerRequest, no
+ * mirror yet: it stays pending; a client's VipConnectRequest is pending
+ * only between its match and the server's answer). */
 static void test_state_pending(void)
 {
     struct sm s;
-    struct tc_call req = {0};
-    char disc[17];
-    tl_discrim(disc, "p");
-    if (sm_open(&s) == 0 &&
-        tc_call_start(&req, 0, &s.p.e[0].t, s.p.e[0].vi, s.host1, disc, 20000) == 0) {
-        CU_ASSERT_EQUAL(tc_wait_state(s.p.e[0].vi, VIP_STATE_CONNECT_PENDING, 10000), 0);
+    char d0[17], d1[17];
+    tl_discrim(d0, "p0");
+    tl_discrim(d1, "p1");
+    VIP_VI_ATTRIBUTES ra;
+    if (sm_open(&s) == 0 && peer_request(&s, 0, d0, d1, 20000) == VIP_SUCCESS) {
+        CU_ASSERT_EQUAL(tl_vi_state(s.p.e[0].vi), VIP_STATE_CONNECT_PENDING);
         check_rules(&s, VIP_STATE_CONNECT_PENDING);
-        /* the request is accepted: CONNECTED, and the receive posted while
+        /* the mirror comes: CONNECTED, and the receive posted while
          * pending takes the first message */
-        TRC_SOFT(tl_accept(&s.p.e[1].t, s.p.e[1].vi, disc, 10000), VIP_SUCCESS);
-        TRC_SOFT(tc_call_join(&req), VIP_SUCCESS);
+        TRC_SOFT(peer_request(&s, 1, d1, d0, 20000), VIP_SUCCESS);
+        TRC_SOFT(VipConnectPeerWait(s.p.e[0].vi, &ra), VIP_SUCCESS);
+        TRC_SOFT(VipConnectPeerWait(s.p.e[1].vi, &ra), VIP_SUCCESS);
         CU_ASSERT_EQUAL(tl_vi_state(s.p.e[0].vi), VIP_STATE_CONNECTED);
         CU_ASSERT_EQUAL(tc_post_send(&s.p.e[1], 0, 64, 8), VIP_SUCCESS);
         VIP_DESCRIPTOR *d = tc_wait(s.p.e[0].vi, 1, 5000);
         CU_ASSERT_PTR_EQUAL(d, s.recv);
     }
-    tc_call_join(&req);
     sm_close(&s);
 }
 
-/* VipDisconnect of a pending VI withdraws its request: IDLE, and the
- * request returns VIP_REJECT. */
+/* VipDisconnect of a pending VI withdraws its request: IDLE at once, and
+ * the mirror that comes later finds nothing to meet. */
 static void test_state_pending_disconnect(void)
 {
     struct sm s;
-    struct tc_call req = {0};
-    char disc[17];
-    tl_discrim(disc, "w");
-    if (sm_open(&s) == 0 &&
-        tc_call_start(&req, 0, &s.p.e[0].t, s.p.e[0].vi, s.host1, disc, 20000) == 0) {
-        CU_ASSERT_EQUAL(tc_wait_state(s.p.e[0].vi, VIP_STATE_CONNECT_PENDING, 10000), 0);
+    char d0[17], d1[17];
+    tl_discrim(d0, "w0");
+    tl_discrim(d1, "w1");
+    VIP_VI_ATTRIBUTES ra;
+    if (sm_open(&s) == 0 && peer_request(&s, 0, d0, d1, 20000) == VIP_SUCCESS) {
+        CU_ASSERT_EQUAL(tl_vi_state(s.p.e[0].vi), VIP_STATE_CONNECT_PENDING);
         uint64_t t0 = tl_now_ms();
         TRC_SOFT(VipDisconnect(s.p.e[0].vi), VIP_SUCCESS);
-        TRC_SOFT(tc_call_join(&req), VIP_REJECT);
         CU_ASSERT(tl_now_ms() - t0 < 5000);
         CU_ASSERT_EQUAL(tl_vi_state(s.p.e[0].vi), VIP_STATE_IDLE);
         /* nobody can take the withdrawn request */
-        VIP_NET_ADDRESS *local = tl_addr(s.p.e[1].t.nic, "localhost", disc);
-        VIP_NET_ADDRESS *remote = calloc(1, sizeof *remote + 6 + VIA_MAX_DISCRIM);
-        VIP_CONN_HANDLE conn;
-        VIP_VI_ATTRIBUTES ra;
-        if (local && remote)
-            TERR(VipConnectWait(s.p.e[1].t.nic, local, 0, remote, &ra, &conn), VIP_TIMEOUT);
-        free(local);
-        free(remote);
+        TRC_SOFT(peer_request(&s, 1, d1, d0, 300), VIP_SUCCESS);
+        TERR(VipConnectPeerWait(s.p.e[1].vi, &ra), VIP_TIMEOUT);
+        CU_ASSERT_EQUAL(tl_vi_state(s.p.e[1].vi), VIP_STATE_IDLE);
         /* and the VI can request again */
         if (tc_pair_connect(&s.p) == 0)
             CU_ASSERT_EQUAL(tl_vi_state(s.p.e[0].vi), VIP_STATE_CONNECTED);
     }
-    tc_call_join(&req);
     sm_close(&s);
 }
 
