@@ -105,6 +105,10 @@ VIP_RETURN VipConnectWait(VIP_NIC_HANDLE NicHandle, VIP_NET_ADDRESS *LocalAddr,
     if (rc != VIP_SUCCESS)
         return rc;
     struct vip_conn *c = calloc(1, sizeof *c);
+    if (c && !(c->handle = vipl_handle_new(c))) {
+        free(c);
+        c = NULL;
+    }
     if (!c) {
         struct via_ctl_conn_reject j = {.conn_id = r.conn_id};
         vipl_call(n, VIA_CTL_CONN_REJECT, &j, sizeof j, NULL, 0, NULL, NULL);
@@ -118,18 +122,19 @@ VIP_RETURN VipConnectWait(VIP_NIC_HANDLE NicHandle, VIP_NET_ADDRESS *LocalAddr,
         addr_out(&r.remote, RemoteAddr);
     if (RemoteViAttribs)
         *RemoteViAttribs = c->remote_attr;
-    *ConnHandle = c;
+    *ConnHandle = c->handle;
     return VIP_SUCCESS;
 }
 
 static struct vip_conn *conn_of(VIP_CONN_HANDLE h)
 {
-    struct vip_conn *c = h;
+    struct vip_conn *c = vipl_handle_obj(h);
     return c && c->magic == VIPL_MAGIC_CONN ? c : NULL;
 }
 
 static void conn_free(struct vip_conn *c)
 {
+    vipl_handle_free(c->handle);
     c->magic = VIPL_DEAD;
     free(c);
 }

@@ -23,12 +23,12 @@ static bool merged_staging(struct vip_vi *vi)
         return false;
     VIP_MEM_ATTRIBUTES ma = {.Ptag = vi->attr.Ptag};
     VIP_MEM_HANDLE mh;
-    if (VipRegisterMem(vi->nic, buf, len, &ma, &mh) != VIP_SUCCESS) {
+    if (VipRegisterMem(vi->nic->handle, buf, len, &ma, &mh) != VIP_SUCCESS) {
         free(buf);
         return false;
     }
     if (ext_merged_attach(&vi->ext, buf, mh) < 0) {
-        VipDeregisterMem(vi->nic, buf, mh);
+        VipDeregisterMem(vi->nic->handle, buf, mh);
         free(buf);
         return false;
     }
@@ -48,7 +48,7 @@ void vipl_ext_vi_fini(struct vip_vi *vi)
     void *buf = ext_merged_detach(&vi->ext, &mh);
     if (!buf)
         return;
-    VipDeregisterMem(vi->nic, buf, mh);
+    VipDeregisterMem(vi->nic->handle, buf, mh);
     free(buf);
 }
 

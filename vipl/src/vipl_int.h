@@ -2,14 +2,16 @@
  * vipl_int.h - libvipl internals: the host half of the data path and the
  * client of the kernel agent.
  *
- * Objects behind the opaque VIPL handles. Each starts with a magic word so
- * a stale or foreign handle is refused with VIP_INVALID_PARAMETER instead
- * of being trusted.
+ * Objects behind the opaque VIPL handles. A handle names a slot of the
+ * handle table and its generation (vipl_handle.c), so a stale handle names
+ * nothing; each object also starts with a magic word, so a handle of one
+ * kind passed for another is refused with VIP_INVALID_PARAMETER.
  */
 #ifndef VIPL_INT_H
 #define VIPL_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -32,12 +34,14 @@ struct vip_vi;
 struct vip_ptag {
     uint32_t magic;
     uint32_t id;
+    VIP_PVOID handle;
     struct vip_nic *nic;
     struct vip_ptag *next;
 };
 
 struct vip_nic {
     uint32_t magic;
+    VIP_PVOID handle;
     int sock;                    /* control channel to vipd (session) */
     pthread_mutex_t ctl_lock;    /* one request/reply at a time on sock */
     uint32_t session_id;
@@ -75,6 +79,7 @@ struct vip_notifiers {
 struct vip_cq {
     uint32_t magic;
     uint32_t id;
+    VIP_PVOID handle;
     struct vip_nic *nic;
     struct fw_cq *hw;
     pthread_mutex_t resize_lock; /* one VipResizeCQ at a time; ring, map_len */
@@ -99,6 +104,7 @@ struct vip_queue {
 struct vip_vi {
     uint32_t magic;
     uint32_t id;                 /* VI id on the NIC */
+    VIP_PVOID handle;
     uint16_t gen;                /* the NIC's incarnation of that id */
     struct vip_nic *nic;
     pthread_mutex_t lock;        /* the host's queues below (the NIC locks its own) */
@@ -116,6 +122,7 @@ struct vip_vi {
 struct vip_conn {
     uint32_t magic;
     uint32_t conn_id;
+    VIP_PVOID handle;
     struct vip_nic *nic;
     VIP_VI_ATTRIBUTES remote_attr;
 };
@@ -141,20 +148,40 @@ void *vipl_map_fd(int fd, size_t len, int prot);
 void vipl_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 VIP_RETURN vipl_fail(VIP_RETURN rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* ---- vipl_handle.c: handles ------------------------------------------------------ */
+#define VIPL_HANDLE_IDX_BITS 16
+#define VIPL_HANDLE_SLOTS (1u << VIPL_HANDLE_IDX_BITS)
+extern _Atomic uint64_t vipl_handle_slot[VIPL_HANDLE_SLOTS];
+/* A new handle for obj, or NULL when the table is full. */
+VIP_PVOID vipl_handle_new(void *obj);
+/* The handle names nothing from now on. */
+void vipl_handle_free(VIP_PVOID h);
+/* The object a handle names, or NULL for a stale, foreign or made-up one. */
+static inline void *vipl_handle_obj(const void *h)
+{
+    uintptr_t v = (uintptr_t)h;
+    uint64_t gen = (uint64_t)v >> VIPL_HANDLE_IDX_BITS;
+    if (gen == 0 || gen > 0xffff)
+        return NULL;
+    uint64_t w = atomic_load_explicit(&vipl_handle_slot[v & (VIPL_HANDLE_SLOTS - 1)],
+                                      memory_order_acquire);
+    return (w >> 48) == gen ? (void *)(uintptr_t)(w & 0xffffffffffffull) : NULL;
+}
+
 /* ---- handle checks -------------------------------------------------------------- */
 static inline struct vip_nic *vipl_nic(VIP_NIC_HANDLE h)
 {
-    struct vip_nic *n = h;
+    struct vip_nic *n = vipl_handle_obj(h);
     return n && n->magic == VIPL_MAGIC_NIC ? n : NULL;
 }
 static inline struct vip_vi *vipl_vi(VIP_VI_HANDLE h)
 {
-    struct vip_vi *v = h;
+    struct vip_vi *v = vipl_handle_obj(h);
     return v && v->magic == VIPL_MAGIC_VI ? v : NULL;
 }
 static inline struct vip_cq *vipl_cq(VIP_CQ_HANDLE h)
 {
-    struct vip_cq *c = h;
+    struct vip_cq *c = vipl_handle_obj(h);
     return c && c->magic == VIPL_MAGIC_CQ ? c : NULL;
 }
 struct vip_ptag *vipl_ptag(struct vip_nic *n, VIP_PROTECTION_HANDLE h);

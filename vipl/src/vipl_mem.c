@@ -19,7 +19,7 @@
 
 struct vip_ptag *vipl_ptag(struct vip_nic *n, VIP_PROTECTION_HANDLE h)
 {
-    struct vip_ptag *p = h;
+    struct vip_ptag *p = vipl_handle_obj(h);
     if (!p || p->magic != VIPL_MAGIC_PTAG || p->nic != n)
         return NULL;
     return p;
@@ -51,11 +51,18 @@ VIP_RETURN VipCreatePtag(VIP_NIC_HANDLE NicHandle, VIP_PROTECTION_HANDLE *Ptag)
         return vipl_fail(VIP_ERROR_RESOURCE, "out of memory");
     }
     *p = (struct vip_ptag){.magic = VIPL_MAGIC_PTAG, .id = r.ptag, .nic = n};
+    if (!(p->handle = vipl_handle_new(p))) {
+        struct via_ctl_ptag q = {.ptag = r.ptag};
+        vipl_call(n, VIA_CTL_DESTROY_PTAG, &q, sizeof q, NULL, 0, NULL, NULL);
+        free(p);
+        return vipl_fail(VIP_ERROR_RESOURCE, "this process has %u VIPL objects (the limit)",
+                         VIPL_HANDLE_SLOTS);
+    }
     pthread_mutex_lock(&n->lock);
     p->next = n->ptags;
     n->ptags = p;
     pthread_mutex_unlock(&n->lock);
-    *Ptag = p;
+    *Ptag = p->handle;
     return VIP_SUCCESS;
 }
 
@@ -79,6 +86,7 @@ VIP_RETURN VipDestroyPtag(VIP_NIC_HANDLE NicHandle, VIP_PROTECTION_HANDLE Ptag)
         }
     }
     pthread_mutex_unlock(&n->lock);
+    vipl_handle_free(p->handle);
     p->magic = VIPL_DEAD;
     free(p);
     return VIP_SUCCESS;
@@ -190,7 +198,8 @@ VIP_RETURN VipQueryMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID Address, VIP_MEM_HAND
         return vipl_fail(VIP_INVALID_PARAMETER,
                          "memory handle 0x%x does not cover %p in this process", MemHandle,
                          Address);
-    MemAttribs->Ptag = vipl_ptag_by_id(n, e->ptag);
+    struct vip_ptag *p = vipl_ptag_by_id(n, e->ptag);
+    MemAttribs->Ptag = p ? p->handle : NULL;
     MemAttribs->EnableRdmaWrite = (e->flags & VIA_TPT_RDMA_WRITE) ? VIP_TRUE : VIP_FALSE;
     MemAttribs->EnableRdmaRead = (e->flags & VIA_TPT_RDMA_READ) ? VIP_TRUE : VIP_FALSE;
     return VIP_SUCCESS;

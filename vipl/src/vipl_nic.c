@@ -128,8 +128,14 @@ VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle)
         atomic_store(&n->spin_ns, us > 1000000ul ? 1000000000u : (uint32_t)(us * 1000u));
         n->spin_fixed = true;
     }
+    if (!(n->handle = vipl_handle_new(n))) {
+        rc = vipl_fail(VIP_ERROR_RESOURCE, "this process has %u VIPL objects (the limit)",
+                       VIPL_HANDLE_SLOTS);
+        nic_destroy(n->hw);
+        goto fail;
+    }
     n->magic = VIPL_MAGIC_NIC;
-    *NicHandle = n;
+    *NicHandle = n->handle;
     return VIP_SUCCESS;
 fail:
     if (n->tpt_map)
@@ -174,11 +180,13 @@ VIP_RETURN VipCloseNic(VIP_NIC_HANDLE NicHandle)
     munmap(n->np, sizeof *n->np);
     for (struct vip_ptag *p = n->ptags, *next; p; p = next) {
         next = p->next;
+        vipl_handle_free(p->handle);
         p->magic = VIPL_DEAD;
         free(p);
     }
     pthread_mutex_destroy(&n->lock);
     pthread_mutex_destroy(&n->ctl_lock);
+    vipl_handle_free(n->handle);
     n->magic = VIPL_DEAD;
     free(n);
     return VIP_SUCCESS;

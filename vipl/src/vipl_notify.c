@@ -59,17 +59,17 @@ static void *notify_main(void *arg)
         if (j->cq) {
             VIP_VI_HANDLE vi;
             VIP_BOOLEAN recv;
-            rc = VipCQWait(j->cq, NOTIFY_SLICE_MS, &vi, &recv);
+            rc = VipCQWait(j->cq->handle, NOTIFY_SLICE_MS, &vi, &recv);
             if (rc == VIP_SUCCESS) {
-                j->on_cq(j->ctx, j->cq->nic, vi, recv);
+                j->on_cq(j->ctx, j->cq->nic->handle, vi, recv);
                 break;
             }
         } else {
             VIP_DESCRIPTOR *d;
-            rc = j->recv ? VipRecvWait(j->vi, NOTIFY_SLICE_MS, &d)
-                         : VipSendWait(j->vi, NOTIFY_SLICE_MS, &d);
+            rc = j->recv ? VipRecvWait(j->vi->handle, NOTIFY_SLICE_MS, &d)
+                         : VipSendWait(j->vi->handle, NOTIFY_SLICE_MS, &d);
             if (rc == VIP_SUCCESS) {
-                j->on_desc(j->ctx, j->vi->nic, j->vi, d);
+                j->on_desc(j->ctx, j->vi->nic->handle, j->vi->handle, d);
                 break;
             }
         }

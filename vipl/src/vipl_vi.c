@@ -15,7 +15,7 @@
 
 void vipl_attr_to_wire(const VIP_VI_ATTRIBUTES *a, struct via_vi_attr *w)
 {
-    struct vip_ptag *p = a->Ptag;
+    struct vip_ptag *p = vipl_handle_obj(a->Ptag);
     *w = (struct via_vi_attr){
         .reliability = a->ReliabilityLevel,
         .max_transfer = a->MaxTransferSize > 0xFFFFFFFFul ? 0xFFFFFFFFu
@@ -30,7 +30,8 @@ void vipl_attr_from_wire(struct vip_nic *n, const struct via_vi_attr *w, VIP_VI_
     memset(a, 0, sizeof *a);
     a->ReliabilityLevel = (VIP_RELIABILITY_LEVEL)w->reliability;
     a->MaxTransferSize = w->max_transfer;
-    a->Ptag = n ? vipl_ptag_by_id(n, w->ptag) : NULL;
+    struct vip_ptag *p = n ? vipl_ptag_by_id(n, w->ptag) : NULL;
+    a->Ptag = p ? p->handle : NULL;
     a->EnableRdmaWrite = w->rdma_write ? VIP_TRUE : VIP_FALSE;
     a->EnableRdmaRead = w->rdma_read ? VIP_TRUE : VIP_FALSE;
 }
@@ -92,6 +93,15 @@ VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES *ViAttribs,
         return vipl_fail(VIP_ERROR_RESOURCE, "the NIC has no room for VI %u", r.vi_id);
     }
     vi->gen = nic_vi_gen(vi->hw);
+    if (!(vi->handle = vipl_handle_new(vi))) {
+        nic_vi_destroy(vi->hw);
+        munmap(db, sizeof *db);
+        free(vi);
+        struct via_ctl_vi d = {.vi_id = r.vi_id};
+        vipl_call(n, VIA_CTL_DESTROY_VI, &d, sizeof d, NULL, 0, NULL, NULL);
+        return vipl_fail(VIP_ERROR_RESOURCE, "this process has %u VIPL objects (the limit)",
+                         VIPL_HANDLE_SLOTS);
+    }
     pthread_mutex_init(&vi->lock, NULL);
     vipl_notifiers_init(&vi->notify);
     if (scq)
@@ -103,7 +113,7 @@ VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES *ViAttribs,
     pthread_mutex_lock(&n->lock);
     n->vis[r.vi_id] = vi;
     pthread_mutex_unlock(&n->lock);
-    *ViHandle = vi;
+    *ViHandle = vi->handle;
     return VIP_SUCCESS;
 }
 
@@ -144,6 +154,7 @@ VIP_RETURN VipDestroyVi(VIP_VI_HANDLE ViHandle)
     pthread_mutex_lock(&n->lock);
     n->vis[vi->id] = NULL;
     pthread_mutex_unlock(&n->lock);
+    vipl_handle_free(vi->handle); /* from here on the handle names nothing */
     if (vi->chan)
         vipl_vi_detach_channel(vi);
     vipl_ext_vi_fini(vi);
@@ -279,11 +290,20 @@ VIP_RETURN VipCreateCQ(VIP_NIC_HANDLE NicHandle, VIP_ULONG EntryCount, VIP_CQ_HA
         vipl_call(n, VIA_CTL_DESTROY_CQ, &d, sizeof d, NULL, 0, NULL, NULL);
         return vipl_fail(VIP_ERROR_RESOURCE, "out of memory");
     }
+    if (!(cq->handle = vipl_handle_new(cq))) {
+        nic_cq_destroy(cq->hw);
+        munmap(ring, len);
+        free(cq);
+        struct via_ctl_cq d = {.cq_id = r.cq_id};
+        vipl_call(n, VIA_CTL_DESTROY_CQ, &d, sizeof d, NULL, 0, NULL, NULL);
+        return vipl_fail(VIP_ERROR_RESOURCE, "this process has %u VIPL objects (the limit)",
+                         VIPL_HANDLE_SLOTS);
+    }
     pthread_mutex_init(&cq->resize_lock, NULL);
     vipl_notifiers_init(&cq->notify);
     atomic_fetch_add(&n->ncqs, 1);
     cq->magic = VIPL_MAGIC_CQ;
-    *CQHandle = cq;
+    *CQHandle = cq->handle;
     return VIP_SUCCESS;
 }
 
@@ -306,6 +326,7 @@ VIP_RETURN VipDestroyCQ(VIP_CQ_HANDLE CQHandle)
     munmap(cq->ring, cq->map_len);
     atomic_fetch_sub(&cq->nic->ncqs, 1);
     pthread_mutex_destroy(&cq->resize_lock);
+    vipl_handle_free(cq->handle);
     cq->magic = VIPL_DEAD;
     free(cq);
     return VIP_SUCCESS;

@@ -81,8 +81,8 @@ void vipl_deliver_error(struct vip_vi *vi)
         vipl_call(vi->nic, VIA_CTL_VI_ERROR, &q, sizeof q, NULL, 0, NULL, NULL);
     }
     VIP_ERROR_DESCRIPTOR e = {
-        .NicHandle = vi->nic,
-        .ViHandle = vi,
+        .NicHandle = vi->nic->handle,
+        .ViHandle = vi->handle,
         .DescriptorPtr = (VIP_DESCRIPTOR *)(uintptr_t)ne.desc_va,
         .ResourceCode = ne.desc_va ? VIP_RESOURCE_DESCRIPTOR : VIP_RESOURCE_VI,
         .ErrorCode = (VIP_ERROR_CODE)ne.code,
@@ -306,7 +306,7 @@ static bool cq_pop(struct vip_cq *cq, VIP_VI_HANDLE *vi, VIP_BOOLEAN *recv)
     while (nic_cq_pop(cq->hw, &id, &gen, &r)) {
         struct vip_vi *v = vipl_vi_by_id(cq->nic, id, gen);
         if (v) { /* an entry of a VI destroyed since is skipped */
-            *vi = v;
+            *vi = v->handle;
             *recv = r ? VIP_TRUE : VIP_FALSE;
             return true;
         }
@@ -336,7 +336,7 @@ static bool cq_overflowed(struct vip_cq *cq)
     if (!nic_cq_overflowed(cq->hw))
         return false;
     if (!atomic_exchange(&cq->overflow_told, 1)) {
-        VIP_ERROR_DESCRIPTOR e = {.NicHandle = cq->nic, .CQHandle = cq,
+        VIP_ERROR_DESCRIPTOR e = {.NicHandle = cq->nic->handle, .CQHandle = cq->handle,
                                   .ResourceCode = VIP_RESOURCE_CQ,
                                   .ErrorCode = VIP_ERROR_CATASTROPHIC};
         pthread_mutex_lock(&cq->nic->lock);
