@@ -486,8 +486,10 @@ void fw_link_check(struct fw_vi *vi)
     uint32_t cs = atomic_load_explicit(&vi->chan->state, memory_order_acquire);
     if (cs == VIA_CHAN_OPEN)
         return;
-    if (cs == VIA_CHAN_CLOSED && vi->link.ops->pending(&vi->link))
-        return; /* drain first */
+    /* Drain first: a peer that closed or broke the link may have left
+     * answers for us on it (the NAK of the violation that broke it). */
+    if (vi->link.ops->pending(&vi->link))
+        return;
     fw_vi_error(vi, VIP_ERROR_CONN_LOST, 0); /* never benign */
 }
 
