@@ -164,7 +164,13 @@ static int client(dev, disc, pid)
     remote = address(nic, disc);
     if (local == NULL || remote == NULL)
         return complain("client", "VipNSGetHostByName", VIP_ERROR_NAMESERVICE);
-    rc = VipConnectRequest(vi, local, remote, TIMEOUT, &ra);
+    /* the server may not wait yet: ask again, as programs of the day did */
+    for (i = 0; i < 2000; i++) {
+        rc = VipConnectRequest(vi, local, remote, TIMEOUT, &ra);
+        if (rc != VIP_NO_MATCH)
+            break;
+        usleep(5000);
+    }
     if (rc != VIP_SUCCESS)
         return complain("client", "VipConnectRequest", rc);
     d = (VIP_DESCRIPTOR *)mem[0];
