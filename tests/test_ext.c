@@ -118,7 +118,7 @@ static void run_mode(VIP_EXT_MODE mode, VIP_ULONG max, uint32_t st_send[][2],
         }
     }
     TCHK(tl_parent_take(&ch, 20000) == 'd'); /* the server's last echo completed */
-    struct vip_vi *v = vi;
+    struct vip_vi *v = vipl_vi(vi); /* (libvipl.a: the handle table is internal) */
     *fast = atomic_load(&v->db->cnt.tx_descless) + atomic_load(&v->db->cnt.tx_merged);
 out:
     if (ch.pid)
@@ -215,7 +215,7 @@ static void test_bad_handle_falls_back(void)
     TRC(tl_buf_alloc(&t, &b, 4096), VIP_SUCCESS);
     TRC(tl_vi(&t, VIP_SERVICE_UNRELIABLE, NULL, NULL, &vi), VIP_SUCCESS);
     TRC(VipExtSetMode(vi, VIP_EXT_DESCRIPTORLESS, 0), VIP_SUCCESS);
-    struct vip_vi *v = vi;
+    struct vip_vi *v = vipl_vi(vi); /* (libvipl.a: the handle table is internal) */
     VIP_DESCRIPTOR *sd = (VIP_DESCRIPTOR *)(void *)b.p;
     tl_desc_1(sd, b.p + 1024, 4, 0x12345678u);
     /* Not connected: the library refuses before any path is chosen. */
@@ -298,7 +298,7 @@ static void test_descless_pipelined(void)
         tl_desc_1(sd, data.p + 4096 * k, PIPE_LEN, data.mh);
         TRC(VipPostSend(vi, sd, desc.mh), VIP_SUCCESS);
     }
-    struct vip_vi *v = vi;
+    struct vip_vi *v = vipl_vi(vi); /* (libvipl.a: the handle table is internal) */
     /* nothing acknowledged yet: only the free slots were used */
     TCHK(atomic_load(&v->db->cnt.tx_descless) <= VIA_DESCLESS_NSLOTS);
     TCHK(tl_parent_post(&ch, 'g') == 0);

@@ -45,7 +45,7 @@ static int parse_nic_name(const char *name, uint32_t *idx)
 static void default_error_handler(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e)
 {
     (void)ctx;
-    struct vip_vi *vi = e->ViHandle;
+    struct vip_vi *vi = vipl_vi(e->ViHandle);
     const char *q = getenv("VIP_QUIET");
     if (q && *q && *q != '0')
         return;
