@@ -1,0 +1,194 @@
+/*
+ * test_vipd_trouble.c - a kernel agent in trouble costs programs an error
+ * with a reason, never a hang, and the daemon itself neither spins nor
+ * floods its log.
+ *
+ *   stopped (SIGSTOP):   every control call returns VIP_ERROR_RESOURCE
+ *                        within VIPD_CTL_TIMEOUT_MS, and a session that
+ *                        timed out fails at once afterwards rather than
+ *                        taking a late reply for the next call's;
+ *   out of descriptors:  clients beyond what vipd can hold are refused at
+ *                        once, vipd stays nearly idle and says so once,
+ *                        and takes clients again when some leave;
+ *   too many sessions:   the one over --max-sessions is refused, naming
+ *                        the limit.
+ * Each test starts a vipd of its own (tests/lib/tvipd.c).
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "lib/tlib.h"
+#include "lib/tvipd.h"
+
+#define TIMEOUT_MS 400
+
+/* A call made while vipd is stopped returns, with a reason, in time. */
+#define BOUNDED(call)                                                                      \
+    do {                                                                                   \
+        uint64_t t0_ = tl_now_ms();                                                        \
+        VIP_RETURN rc_ = (call);                                                           \
+        uint64_t dt_ = tl_now_ms() - t0_;                                                  \
+        CU_ASSERT_EQUAL(rc_, VIP_ERROR_RESOURCE);                                          \
+        CU_ASSERT(dt_ < TIMEOUT_MS + 2000);                                                \
+        if (rc_ != VIP_ERROR_RESOURCE || dt_ >= TIMEOUT_MS + 2000)                         \
+            fprintf(stderr, "\n  %s: code %d after %llu ms (%s)\n", #call, (int)rc_,       \
+                    (unsigned long long)dt_, vip_last_error());                            \
+    } while (0)
+
+static void test_stopped_vipd_times_out(void)
+{
+    struct tvipd v;
+    setenv("VIPD_CTL_TIMEOUT_MS", "400", 1);
+    if (tvipd_start(&v, NULL, 0) != 0) {
+        CU_FAIL("could not start a vipd of the test's own");
+        unsetenv("VIPD_CTL_TIMEOUT_MS");
+        return;
+    }
+    VIP_NIC_HANDLE nic = NULL;
+    VIP_PROTECTION_HANDLE ptag;
+    if (VipOpenNic("via0", &nic) == VIP_SUCCESS) {
+        kill(v.pid, SIGSTOP);
+        BOUNDED(VipCreatePtag(nic, &ptag));
+        CU_ASSERT_PTR_NOT_NULL(strstr(vip_last_error(), "timed out"));
+        /* the session is done with: the next call fails at once */
+        uint64_t t0 = tl_now_ms();
+        CU_ASSERT_NOT_EQUAL(VipCreatePtag(nic, &ptag), VIP_SUCCESS);
+        CU_ASSERT(tl_now_ms() - t0 < TIMEOUT_MS);
+        /* a new program meets the same stopped daemon */
+        VIP_NIC_HANDLE nic2 = NULL;
+        BOUNDED(VipOpenNic("via0", &nic2));
+        kill(v.pid, SIGCONT);
+        VipCloseNic(nic);
+    } else {
+        CU_FAIL("VipOpenNic on the test's vipd");
+    }
+    tvipd_stop(&v);
+    unsetenv("VIPD_CTL_TIMEOUT_MS");
+}
+
+/* A bare connection to vipd that says nothing (it holds a descriptor). */
+static int hold_one(const char *sock)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", sock);
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s >= 0 && connect(s, (struct sockaddr *)&a, sizeof a) < 0) {
+        close(s);
+        s = -1;
+    }
+    return s;
+}
+
+/* vipd's CPU time so far (utime + stime, clock ticks). */
+static long cpu_ticks(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %ld %ld", &ut, &st) != 2)
+        return -1;
+    return ut + st;
+}
+
+static void test_out_of_descriptors(void)
+{
+    struct tvipd v;
+    if (tvipd_start(&v, NULL, 48) != 0) {
+        CU_FAIL("could not start a vipd of the test's own");
+        return;
+    }
+    /* more bare clients than vipd has descriptors for */
+    int held[80], nheld = 0;
+    for (int i = 0; i < 80; i++)
+        if ((held[nheld] = hold_one(v.sock)) >= 0)
+            nheld++;
+    CU_ASSERT(nheld > 48);
+    long t0 = cpu_ticks(v.pid);
+    /* a program now: refused at once with a reason, not left hanging */
+    uint64_t start = tl_now_ms();
+    VIP_NIC_HANDLE nic;
+    VIP_RETURN rc = VipOpenNic("via0", &nic);
+    CU_ASSERT_EQUAL(rc, VIP_ERROR_RESOURCE);
+    if (rc == VIP_SUCCESS)
+        VipCloseNic(nic);
+    CU_ASSERT(tl_now_ms() - start < 3000);
+    /* vipd does not spin while it is full: well under half a CPU over 1 s */
+    usleep(1000000); /* measuring its CPU use over a second, not a race */
+    long t1 = cpu_ticks(v.pid);
+    long hz = sysconf(_SC_CLK_TCK);
+    CU_ASSERT(t0 >= 0 && t1 >= 0 && (t1 - t0) < hz / 2);
+    if (t1 - t0 >= hz / 2)
+        fprintf(stderr, "\n  vipd used %ld of %ld ticks while out of descriptors\n", t1 - t0,
+                hz);
+    /* it said so once, not per attempt */
+    struct stat st;
+    CU_ASSERT_EQUAL(stat(v.log, &st), 0);
+    CU_ASSERT(st.st_size < 8192);
+    /* clients leave: programs are served again */
+    for (int i = 0; i < nheld; i++)
+        close(held[i]);
+    rc = VIP_ERROR_RESOURCE;
+    for (int i = 0; i < 200 && rc != VIP_SUCCESS; i++) {
+        rc = VipOpenNic("via0", &nic);
+        if (rc != VIP_SUCCESS)
+            usleep(10000); /* vipd notices the closed clients, bounded */
+    }
+    CU_ASSERT_EQUAL(rc, VIP_SUCCESS);
+    if (rc == VIP_SUCCESS)
+        VipCloseNic(nic);
+    tvipd_stop(&v);
+}
+
+static void test_session_limit(void)
+{
+    struct tvipd v;
+    static const char *const extra[] = {"--max-sessions", "3", NULL};
+    if (tvipd_start(&v, extra, 0) != 0) {
+        CU_FAIL("could not start a vipd of the test's own");
+        return;
+    }
+    VIP_NIC_HANDLE nic[4] = {NULL};
+    for (int i = 0; i < 3; i++)
+        TRC_SOFT(VipOpenNic("via0", &nic[i]), VIP_SUCCESS);
+    TRC_SOFT(VipOpenNic("via1", &nic[3]), VIP_ERROR_RESOURCE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(vip_last_error(), "at most 3"));
+    if (nic[0])
+        VipCloseNic(nic[0]);
+    nic[0] = NULL;
+    /* one left: room for one more (vipd frees the session when it hears) */
+    VIP_RETURN rc = VIP_ERROR_RESOURCE;
+    for (int i = 0; i < 200 && rc != VIP_SUCCESS; i++) {
+        rc = VipOpenNic("via1", &nic[3]);
+        if (rc != VIP_SUCCESS)
+            usleep(10000); /* vipd notices the closed session, bounded */
+    }
+    CU_ASSERT_EQUAL(rc, VIP_SUCCESS);
+    for (int i = 0; i < 4; i++)
+        if (nic[i] && (i != 3 || rc == VIP_SUCCESS))
+            VipCloseNic(nic[i]);
+    tvipd_stop(&v);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct tl_test tests[] = {
+        TL_TEST(test_stopped_vipd_times_out),
+        TL_TEST(test_out_of_descriptors),
+        TL_TEST(test_session_limit),
+        TL_END,
+    };
+    return tl_main(argc, argv, "vipd in trouble", tests);
+}
