@@ -181,6 +181,7 @@ struct kd_state {
     uint64_t last_session_end_ns; /* idle timer origin */
     struct kd_session *sessions;
     unsigned nsessions;
+    unsigned max_sessions;        /* --max-sessions; 0: KD_MAX_SESSIONS */
     struct kd_client *clients;
     struct kd_conn *conns;
     struct kd_listener *listeners;
@@ -191,6 +192,8 @@ struct kd_state {
     uint32_t nptag_slots;
 };
 extern struct kd_state kd;
+/* Sessions one vipd (one user's) serves at once unless told otherwise. */
+#define KD_MAX_SESSIONS 1024u
 
 /* ---- replies (kd_session.c) ------------------------------------------------ */
 #define KD_SMALL_BODY 256

@@ -90,11 +90,13 @@ static void usage(FILE *f)
             "  -v                     same as --log-level debug\n"
             "  -q                     same as --log-level error\n"
             "      --idle-exit SECS   exit after SECS without sessions (0 = never)\n"
+            "      --max-sessions N   NIC sessions (VipOpenNic) this vipd serves at once\n"
+            "                         (default %u); more are refused with a reason\n"
             "      --autostart        started by VipOpenNic: daemonize, exit quietly when\n"
             "                         another vipd serves the socket, idle-exit after\n"
             "                         $VIPD_IDLE_EXIT seconds (default 60)\n"
             "  -h, --help             this text\n",
-            VIA_MAX_NICS);
+            VIA_MAX_NICS, KD_MAX_SESSIONS);
 }
 
 static int parse_level(const char *s)
@@ -297,15 +299,50 @@ static bool parse_profile_opt(const char *arg, const char *names[VIA_MAX_NICS],
     return true;
 }
 
+/* Out of file descriptors (EMFILE): vipd keeps one spare descriptor, so
+ * it can still take the client waiting and close it at once (the client
+ * sees a clean end, not a hang), and it stops watching the listening
+ * socket for a while instead of spinning on it; it says so once. */
+#define KD_ACCEPT_BACKOFF_NS 100000000ull
+static int spare_fd = -1;
+static uint64_t accept_paused_until;
+static bool out_of_fds;
+
+/* Every client waiting now is refused (closed at once): none could be
+ * served before some leave, and each would otherwise wait in the queue. */
+static void refuse_waiting(int lsock)
+{
+    while (spare_fd >= 0) {
+        close(spare_fd);
+        int fd = accept4(lsock, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd >= 0)
+            close(fd);
+        spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            break;
+    }
+}
+
 static void accept_clients(int lsock)
 {
     for (;;) {
         int fd = accept4(lsock, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            if (errno == EMFILE || errno == ENFILE) {
+                if (!out_of_fds)
+                    kd_warn("out of file descriptors (%s): new clients are refused until "
+                            "some leave", strerror(errno));
+                out_of_fds = true;
+                refuse_waiting(lsock);
+                accept_paused_until = kd_now_ns() + KD_ACCEPT_BACKOFF_NS;
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
                 kd_warn("accept: %s", strerror(errno));
+            }
             return;
         }
+        if (out_of_fds)
+            kd_info("file descriptors are available again: accepting clients");
+        out_of_fds = false;
         kd_client_new(fd);
     }
 }
@@ -319,6 +356,7 @@ static void event_loop(int lsock, unsigned idle_s)
     struct pollfd *pfd = NULL;
     struct kd_client **who = NULL;
     size_t cap = 0;
+    spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
     while (!kd.stop && !got_signal) {
         kd_reap_clients();
@@ -341,15 +379,19 @@ static void event_loop(int lsock, unsigned idle_s)
             who = nw;
             cap = nc;
         }
-        pfd[0] = (struct pollfd){.fd = lsock, .events = POLLIN};
+        uint64_t now = kd_now_ns();
+        bool paused = now < accept_paused_until;
+        pfd[0] = (struct pollfd){.fd = paused ? -1 : lsock, .events = POLLIN};
         n = 1;
         for (struct kd_client *c = kd.clients; c; c = c->next) {
             pfd[n] = (struct pollfd){.fd = c->fd, .events = POLLIN};
             who[n++] = c;
         }
 
-        /* Next timer: a connection timeout, or the idle exit. */
-        uint64_t now = kd_now_ns(), deadline = kd_conn_next_deadline();
+        /* Next timer: a connection timeout, the idle exit, or accepting again. */
+        uint64_t deadline = kd_conn_next_deadline();
+        if (paused && (!deadline || accept_paused_until < deadline))
+            deadline = accept_paused_until;
         if (idle_s && kd.nsessions == 0 && !kd.clients) {
             uint64_t idle_at = kd.last_session_end_ns + (uint64_t)idle_s * 1000000000ull;
             if (now >= idle_at) {
@@ -399,6 +441,7 @@ int main(int argc, char **argv)
         {"log-level", required_argument, NULL, 'l'}, {"idle-exit", required_argument, NULL, 'I'},
         {"autostart", no_argument, NULL, 'A'},   {"help", no_argument, NULL, 'h'},
         {"profile-dir", required_argument, NULL, 'D'}, {"hosts", required_argument, NULL, 'H'},
+        {"max-sessions", required_argument, NULL, 'M'},
         {NULL, 0, NULL, 0}};
     bool foreground = false, autostart = false;
     unsigned long nnics = 1, idle = 0;
@@ -462,6 +505,16 @@ int main(int argc, char **argv)
         case 'q':
             log_level = KD_ERROR;
             break;
+        case 'M': {
+            unsigned long m;
+            if (!parse_uint(optarg, 1000000, &m) || m < 1) {
+                fprintf(stderr, "vipd: --max-sessions wants a number from 1 to 1000000, "
+                                "not '%s'\n", optarg);
+                return 1;
+            }
+            kd.max_sessions = (unsigned)m;
+            break;
+        }
         case 'I':
             if (!parse_uint(optarg, 365ul * 86400, &idle)) {
                 fprintf(stderr, "vipd: --idle-exit wants seconds (0 = never), not '%s'\n",

@@ -114,6 +114,12 @@ static void op_hello(struct kd_client *c, uint64_t cookie, const void *body, str
         kd_fail(r, VIP_INVALID_STATE, "this connection already has session %u", c->sess->id);
         return;
     }
+    unsigned maxs = kd.max_sessions ? kd.max_sessions : KD_MAX_SESSIONS;
+    if (kd.nsessions >= maxs) {
+        kd_fail(r, VIP_ERROR_RESOURCE,
+                "vipd serves at most %u NIC sessions at once (vipd --max-sessions)", maxs);
+        return;
+    }
     if (q->abi != VIA_ABI_VERSION) {
         kd_fail(r, VIP_INVALID_PARAMETER,
                 "ABI version %u, vipd speaks %u: libvipl and vipd are from different builds",
