@@ -35,10 +35,19 @@ struct kd_conn;
 /* One accepted socket: a session's main socket, an ATTACH side socket, or a
  * management connection (vipctl). Freed only by kd_reap_clients(), so a
  * handler may mark any client dead without invalidating pointers. */
+/* The largest request body vipd takes (a longer one is read, dropped and
+ * refused); the client's input is gathered here until a request is whole. */
+#define KD_MAX_REQ_BODY 1024
 struct kd_client {
     int fd;
     pid_t pid;
     uid_t uid;
+    /* Input: requests come in pieces as the client writes them; vipd never
+     * waits for the rest (kd_client_readable), so a client that trickles
+     * holds up nobody but itself. */
+    _Alignas(8) unsigned char in[16 + KD_MAX_REQ_BODY]; /* header + body */
+    uint32_t in_len;
+    uint32_t skip;           /* bytes of an over-long body still to drop */
     struct kd_session *sess; /* session it acts for; NULL before HELLO/ATTACH */
     bool attached;           /* an ATTACH side socket of sess */
     bool dead;               /* EOF, error or torn down: reap at the next turn */

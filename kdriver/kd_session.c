@@ -20,7 +20,6 @@
 #endif
 
 /* Largest request body of any op; a longer (but sane) body gets an error reply. */
-#define KD_MAX_REQ_BODY 1024
 
 /* ---- replies ------------------------------------------------------------------- */
 
@@ -321,10 +320,10 @@ void kd_client_new(int fd)
         close(fd);
         return;
     }
-    /* Bounded waits: a client that sends half a message, or never reads its
-     * replies, must not stall the daemon that serves everybody else. */
-    struct timeval rt = {.tv_sec = 0, .tv_usec = 500000}, st = {.tv_sec = 2};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &rt, sizeof rt);
+    /* Requests are read without waiting (kd_client_readable); a reply to a
+     * client that never reads them waits a bounded time, then the client
+     * is dropped. */
+    struct timeval st = {.tv_sec = 2};
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &st, sizeof st);
     struct kd_client *c = calloc(1, sizeof *c);
     if (!c) {
@@ -340,44 +339,90 @@ void kd_client_new(int fd)
     kd_debug("connection from pid %d", (int)c->pid);
 }
 
+/* Take what the client has sent, without waiting: 1 if it moved bytes, 0
+ * when there is nothing more now, -1 when the client is gone. Any file
+ * descriptors a client sends with a request are closed (vipd takes none). */
+static int take_bytes(struct kd_client *c, void *buf, size_t len)
+{
+    union {
+        char b[CMSG_SPACE(sizeof(int) * CTL_MAX_FDS)];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = {buf, len};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
+                       .msg_controllen = sizeof u.b};
+    ssize_t n = recvmsg(c->fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    for (struct cmsghdr *h = n > 0 ? CMSG_FIRSTHDR(&m) : NULL; h; h = CMSG_NXTHDR(&m, h)) {
+        if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+            continue;
+        int k = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        for (int i = 0; i < k; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof fd);
+            close(fd);
+        }
+    }
+    if (n == 0)
+        return -1;
+    if (n < 0)
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
+    return (int)n;
+}
+
 void kd_client_readable(struct kd_client *c)
 {
     struct via_ctl_hdr h;
-    /* Peek first: a garbage length must close the connection before
-     * ctl_recv would try to read (and drop) gigabytes. */
-    ssize_t n = recv(c->fd, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0) {
-        c->dead = true;
-        return;
-    }
-    if (n < 0) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+    for (;;) {
+        if (c->skip) {
+            /* the rest of an over-long body: dropped, then refused */
+            unsigned char sink[4096];
+            int n = take_bytes(c, sink, c->skip < sizeof sink ? c->skip : sizeof sink);
+            if (n < 0)
+                c->dead = true;
+            if (n <= 0)
+                return;
+            c->skip -= (uint32_t)n;
+            if (!c->skip) {
+                memcpy(&h, c->in, sizeof h);
+                struct kd_reply r = {0};
+                kd_fail(&r, VIP_INVALID_PARAMETER,
+                        "request op %u has a %u-byte body; none is that long", h.op, h.len);
+                kd_send_reply(c, h.cookie, r.status, r.msg, NULL, 0, NULL, 0);
+                c->in_len = 0;
+            }
+            continue;
+        }
+        size_t want = sizeof h;
+        if (c->in_len >= sizeof h) {
+            memcpy(&h, c->in, sizeof h);
+            if (h.len > VIA_CTL_MAX_BODY) {
+                kd_warn("pid %d sent a %u-byte body (max %u): closing its connection",
+                        (int)c->pid, h.len, VIA_CTL_MAX_BODY);
+                c->dead = true;
+                return;
+            }
+            if (h.len > KD_MAX_REQ_BODY) {
+                c->skip = h.len;
+                continue;
+            }
+            want = sizeof h + h.len;
+            if (c->in_len == want) {
+                c->in_len = 0;
+                dispatch(c, &h, c->in + sizeof h, h.len);
+                if (c->dead)
+                    return;
+                continue;
+            }
+        }
+        int n = take_bytes(c, c->in + c->in_len, want - c->in_len);
+        if (n < 0) {
             c->dead = true;
-        return;
+            return;
+        }
+        if (n == 0)
+            return;
+        c->in_len += (uint32_t)n;
     }
-    if ((size_t)n == sizeof h && h.len > VIA_CTL_MAX_BODY) {
-        kd_warn("pid %d sent a %u-byte body (max %u): closing its connection", (int)c->pid,
-                h.len, VIA_CTL_MAX_BODY);
-        c->dead = true;
-        return;
-    }
-    _Alignas(8) unsigned char body[KD_MAX_REQ_BODY];
-    int nfds = 0;
-    long blen = ctl_recv(c->fd, &h, sizeof h, body, sizeof body, NULL, &nfds);
-    if (blen == -EMSGSIZE) {
-        struct kd_reply r = {0};
-        kd_fail(&r, VIP_INVALID_PARAMETER, "request op %u has a %u-byte body; none is that long",
-                h.op, h.len);
-        kd_send_reply(c, h.cookie, r.status, r.msg, NULL, 0, NULL, 0);
-        return;
-    }
-    if (blen < 0) {
-        if (blen != -ECONNRESET)
-            kd_debug("pid %d: receive failed (%s): closing", (int)c->pid, strerror((int)-blen));
-        c->dead = true;
-        return;
-    }
-    dispatch(c, &h, body, blen);
 }
 
 /* Close a client now (called only from kd_reap_clients). */

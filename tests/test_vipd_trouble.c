@@ -11,7 +11,10 @@
  *                        once, vipd stays nearly idle and says so once,
  *                        and takes clients again when some leave;
  *   too many sessions:   the one over --max-sessions is refused, naming
- *                        the limit.
+ *                        the limit;
+ *   a trickling client:  one that sends its request a byte at a time, or
+ *                        announces a long body and sends nothing, holds up
+ *                        nobody else.
  * Each test starts a vipd of its own (tests/lib/tvipd.c).
  */
 #include <signal.h>
@@ -25,6 +28,7 @@
 
 #include "lib/tlib.h"
 #include "lib/tvipd.h"
+#include "via_abi.h"
 
 #define TIMEOUT_MS 400
 
@@ -182,12 +186,78 @@ static void test_session_limit(void)
     tvipd_stop(&v);
 }
 
+/* A client that writes a request slowly: a byte every 100 ms, then a
+ * header announcing 1 MiB of body that never comes. */
+static int trickler(void *arg)
+{
+    const char *sock = arg;
+    int s = hold_one(sock);
+    if (s < 0)
+        return 1;
+    struct via_ctl_hdr h = {.op = VIA_CTL_PING, .len = 0, .cookie = 7};
+    const unsigned char *b = (const unsigned char *)&h;
+    for (size_t i = 0; i < sizeof h; i++) {
+        if (send(s, b + i, 1, MSG_NOSIGNAL) != 1)
+            return 1;
+        usleep(100000); /* the trickle itself */
+    }
+    struct via_ctl_reply_hdr r;
+    if (recv(s, &r, sizeof r, MSG_WAITALL) != (ssize_t)sizeof r || r.status != VIP_SUCCESS)
+        return 1; /* it is served in the end */
+    h.len = 1u << 20;
+    if (send(s, &h, sizeof h, MSG_NOSIGNAL) != (ssize_t)sizeof h)
+        return 1;
+    tl_child_take(-1); /* holds the connection until the parent is done */
+    close(s);
+    return 0;
+}
+
+static void test_trickling_client(void)
+{
+    struct tvipd v;
+    struct tl_child ch = {.pid = -1};
+    if (tvipd_start(&v, NULL, 0) != 0) {
+        CU_FAIL("could not start a vipd of the test's own");
+        return;
+    }
+    if (tl_spawn(&ch, trickler, v.sock) != 0) {
+        CU_FAIL("fork");
+        tvipd_stop(&v);
+        return;
+    }
+    /* for three seconds (the trickle, then the silent long body) other
+     * programs open and close the NIC as fast as ever */
+    uint64_t worst = 0, end = tl_now_ms() + 3000;
+    unsigned n = 0;
+    while (tl_now_ms() < end) {
+        uint64_t t0 = tl_now_ms();
+        VIP_NIC_HANDLE nic;
+        VIP_RETURN rc = VipOpenNic("via0", &nic);
+        CU_ASSERT_EQUAL(rc, VIP_SUCCESS);
+        if (rc != VIP_SUCCESS)
+            break;
+        VipCloseNic(nic);
+        uint64_t dt = tl_now_ms() - t0;
+        worst = dt > worst ? dt : worst;
+        n++;
+    }
+    CU_ASSERT(n > 10);
+    CU_ASSERT(worst < 200);
+    if (worst >= 200)
+        fprintf(stderr, "\n  VipOpenNic took up to %llu ms while a client trickled\n",
+                (unsigned long long)worst);
+    tl_parent_post(&ch, 'q');
+    TCHILD_OK(&ch, 5000);
+    tvipd_stop(&v);
+}
+
 int main(int argc, char **argv)
 {
     static const struct tl_test tests[] = {
         TL_TEST(test_stopped_vipd_times_out),
         TL_TEST(test_out_of_descriptors),
         TL_TEST(test_session_limit),
+        TL_TEST(test_trickling_client),
         TL_END,
     };
     return tl_main(argc, argv, "vipd in trouble", tests);
