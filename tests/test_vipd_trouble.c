@@ -242,8 +242,10 @@ static void test_trickling_client(void)
         n++;
     }
     CU_ASSERT(n > 10);
-    CU_ASSERT(worst < 200);
-    if (worst >= 200)
+    /* (behind a blocking vipd it took 1.5 s: three of the trickler's bytes;
+     * the bound leaves room for a loaded 2-core machine) */
+    CU_ASSERT(worst < 1000);
+    if (worst >= 1000)
         fprintf(stderr, "\n  VipOpenNic took up to %llu ms while a client trickled\n",
                 (unsigned long long)worst);
     tl_parent_post(&ch, 'q');
