@@ -25,11 +25,14 @@
  *     for, inside a region with RDMA read enabled, and only if B enables
  *     RDMA reads.
  *
- * Input: config:u8 then records (op = first byte % 5):
+ * Input: config:u8 then records (op = first byte % 5).
+ * config: % 3 the reliability level; 0x04 B enables RDMA write, 0x08 RDMA
+ *   read (reliable levels only); 0x10 a CQ; 0x20 a paced NIC (tiny costs)
  *   0 packet:  op type flags target seq:u32 msg_len:u32 frag_off:u32
  *              frag_len:u16 roff:u16 imm:u32 ack:u32 raw:u32, payload[frag_len]
  *              flags: low 3 bits the header's; 0x08 bad check word; 0x10
- *              another connection; 0x20 another VI; 0x40 wire version 1
+ *              another connection; 0x20 another VI; 0x40 wire version 1;
+ *              0x80 modelled arrival roff * 16 ns from now
  *              target: rkey/raddr = 0 rdma region, 1 another ptag's,
  *              2 victim (unregistered), 3 B's memory (no RDMA), 4 the read-only
  *              region, else raw (rkey = raw, raddr = raw << 12 | roff)
@@ -62,6 +65,15 @@
             abort();                                                                         \
         }                                                                                    \
     } while (0)
+
+/* A paced NIC whose stages take nanoseconds: the paced receive path
+ * (rx_due, the scheduler, read responses' arrival times) runs, and what it
+ * holds is due before the input ends. */
+static const struct via_profile quick_paced = {
+    .name = "quick", .paced = 1, .hw_doorbell = 1, .lanai_mhz = 1000, .bell_ns = 1,
+    .desc_ns = 2, .data_ns = 2, .xmit_ns = 1, .recv_ns = 1, .updt_ns = 1, .dma_setup_ns = 1,
+    .h2n_ns_per_byte = 0.001, .n2h_ns_per_byte = 0.001, .link_ns_per_byte = 0.001,
+    .switch_ns = 5, .wire_header = 16, .sram_bytes = 1 << 20};
 
 static uint8_t *shadow_mem, *shadow_other, *shadow_rdma, *shadow_victim;
 static uint8_t *may_write; /* one byte per byte of F.mem: the NIC may write it */
@@ -129,6 +141,8 @@ static size_t packet(const uint8_t *r, size_t left)
                              .imm = rd32(r + 20),
                              .ack_seq = rd32(r + 24)};
     uint32_t roff = rd16(r + 18), raw = rd32(r + 28);
+    if (flags & 0x80) /* paced: the modelled arrival, up to 1 ms ahead */
+        h.arrive_ns = nic_now_ns() + (uint64_t)roff * 16u;
     if (target < 5) {
         h.raddr = region_base(target, &h.rkey) + roff;
     } else {
@@ -272,6 +286,8 @@ static void begin(uint8_t config)
     memset(F.ev, 0, sizeof *F.ev);
     memset(F.st, 0, sizeof *F.st);
     memset(F.np, 0, sizeof *F.np);
+    if (config & 0x20)
+        F.np->prof = quick_paced;
     memset(F.dba, 0, sizeof *F.dba);
     memset(F.dbb, 0, sizeof *F.dbb);
     for (int d = 0; d < 2; d++) {
@@ -395,7 +411,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         }
     }
-    for (int n = 0; n < 4; n++) {
+    /* B finishes what it can; a paced NIC is given up to 2 ms of real time
+     * for what it holds. */
+    uint64_t until = nic_now_ns() + 2000000u;
+    for (int n = 0; n < 4 || (nic_vi_progress(F.b, false) && nic_now_ns() < until); n++) {
         progress(F.b);
         take();
     }

@@ -36,7 +36,7 @@ static void put8(uint32_t v) { uint8_t b = (uint8_t)v; put(&b, 1); }
 static void put16(uint32_t v) { put8(v); put8(v >> 8); }
 static void put32(uint32_t v) { put16(v); put16(v >> 16); }
 
-static void save(const char *kind, const char *name)
+static void save1(const char *kind, const char *name)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/%s/%s", outdir, kind, name);
@@ -44,6 +44,18 @@ static void save(const char *kind, const char *name)
     if (!f || fwrite(buf, 1, len, f) != len || fclose(f) != 0) {
         perror(path);
         exit(1);
+    }
+}
+
+/* wire: each exchange also as fuzz_wire's paced NIC receives it (config 0x20). */
+static void save(const char *kind, const char *name)
+{
+    save1(kind, name);
+    if (!strcmp(kind, "wire")) {
+        char paced[128];
+        snprintf(paced, sizeof paced, "%s-paced", name);
+        buf[0] |= 0x20;
+        save1(kind, paced);
     }
     len = 0;
 }
