@@ -2,6 +2,7 @@
 # make check-tsan.
 #
 # Everything is built under $(B) (default build/); ASan/UBSan under build-asan/,
+# the libFuzzer targets (make fuzz) under build-fuzz/,
 # TSan under build-tsan/.
 
 B        ?= build
@@ -21,6 +22,7 @@ VERSION  := 0.1.0
 DEB_BUILD := gcc make libc6-dev
 DEB_TEST  := libcunit1-dev
 DEB_BENCH := gnuplot-nox libfabric-bin ucx-utils
+DEB_FUZZ  := clang libclang-rt-dev
 
 LIB_SRCS   := $(wildcard vipl/src/*.c) $(wildcard lanai-fw/*.c) $(wildcard extensions/*.c) \
 	kdriver/ctl_sock.c
@@ -62,7 +64,7 @@ TESTS_A   := $(filter $(patsubst %,$(B)/tests/%,$(INTERNAL_TESTS)),$(TESTS))
 HAVE_CUNIT := $(shell $(CC) $(CFLAGS) -E -include CUnit/CUnit.h -x c /dev/null >/dev/null 2>&1 && echo y)
 
 .PHONY: all progs testprogs test bench check-asan check-tsan install clean deps deps-test \
-	deps-bench valgrind
+	deps-bench deps-fuzz valgrind fuzz fuzzprogs fuzz-smoke fuzz-corpus
 ifeq ($(HAVE_CUNIT),)
 all: progs
 	@echo "make: skipping the tests: no CUnit/CUnit.h (Debian package $(DEB_TEST); make test installs it)"
@@ -145,11 +147,14 @@ deps-test: deps
 	$(call need_debs,$(DEB_TEST))
 deps-bench: deps
 	$(call need_debs,$(DEB_BENCH))
+deps-fuzz: deps
+	$(call need_debs,$(DEB_FUZZ))
 
 # ---- tests ------------------------------------------------------------------
 test: deps-test
 	$(MAKE) --no-print-directory progs testprogs
 	@B=$(B) tests/run_tests.sh
+	@$(MAKE) --no-print-directory fuzz-smoke
 
 check-asan: deps-test
 	$(MAKE) --no-print-directory B=build-asan OPT=-O1 \
@@ -171,6 +176,56 @@ valgrind: deps-test
 	$(MAKE) --no-print-directory progs testprogs
 	@B=$(B) VALGRIND=1 tests/run_tests.sh
 
+# ---- fuzzing (tests/fuzz/, spec-notes/fuzzing.md) ------------------------------
+# libFuzzer targets, built with clang under build-fuzz/ (the library and vipd
+# instrumented, ASan + UBSan), so the gcc builds are untouched. `make fuzz`
+# runs each for FUZZ_SECONDS from its corpus; `make test` runs each for a few
+# seconds (fuzz-smoke). fuzzprogs is only meant for B=build-fuzz CC=clang.
+FUZZ_SECONDS ?= 180
+FUZZ_SAN  := -fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=all \
+	-fno-omit-frame-pointer
+FUZZ_MAKE  = $(MAKE) --no-print-directory B=build-fuzz CC=clang OPT=-O1 SAN="$(FUZZ_SAN)"
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRCS))
+# vipd without kd_main.c (the fuzzer stands in for its loop)
+FUZZ_VIPD := $(filter-out kdriver/kd_main.c,$(VIPD_SRCS))
+
+fuzzprogs: $(FUZZ_BINS)
+
+$(B)/fuzz/fuzz_ctl: $(B)/obj/tests/fuzz/fuzz_ctl.o $(call obj,$(FUZZ_VIPD))
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ -lpthread -lm
+
+$(B)/fuzz/fuzz_wire: $(B)/obj/tests/fuzz/fuzz_wire.o $(call obj,$(TEST_LIB) $(TFW_LIB)) $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ -lcunit -lpthread -lm
+
+$(B)/fuzz/fuzz_profile: $(B)/obj/tests/fuzz/fuzz_profile.o $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ -lpthread -lm
+
+# The seed inputs of fuzz_ctl and fuzz_wire (kept in tests/fuzz/corpus/):
+# real requests and real packets, written by an ordinary (gcc) program.
+$(B)/fuzz/gen_corpus: $(B)/obj/tests/fuzz/gen_corpus.o $(call obj,$(TEST_LIB) $(TFW_LIB)) $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ -lcunit -lpthread -lm
+
+fuzz-corpus: deps-test
+	$(MAKE) --no-print-directory $(B)/fuzz/gen_corpus
+	mkdir -p tests/fuzz/corpus/ctl tests/fuzz/corpus/wire
+	$(B)/fuzz/gen_corpus tests/fuzz/corpus
+
+fuzz: deps-fuzz deps-test
+	$(FUZZ_MAKE) fuzzprogs
+	@B=build-fuzz FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run_fuzz.sh
+
+fuzz-smoke:
+	@if $(MAKE) --no-print-directory deps-fuzz && command -v clang >/dev/null; then \
+		$(FUZZ_MAKE) fuzzprogs && B=build-fuzz tests/fuzz/run_fuzz.sh --smoke; \
+	else \
+		echo "make: skipping the fuzz targets: no clang/libFuzzer (Debian packages $(DEB_FUZZ))"; \
+	fi
+
 # ---- benchmarks ---------------------------------------------------------------
 bench: deps-bench
 	$(MAKE) --no-print-directory progs
@@ -190,6 +245,6 @@ install: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(B)/lib/pkgconfig/vipl.pc
 	install -m 644 lanai-fw/profiles/*.conf $(DESTDIR)$(PREFIX)/share/vipl/profiles/
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-fuzz
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)

@@ -242,6 +242,18 @@ struct kd_session *kd_session_find(uint32_t id);
 /* ---- handlers ---------------------------------------------------------------- */
 typedef void kd_handler_fn(struct kd_client *c, uint64_t cookie, const void *body,
                            struct kd_reply *r);
+/* A request op: its handler and what it needs before the handler runs. */
+struct kd_op {
+    const char *name;
+    uint32_t body; /* exact request body length */
+    kd_handler_fn *fn;
+    bool needs_session;
+};
+/* The checks of a request before its handler runs, with no I/O (so the
+ * fuzzer can call it): a known op, its exact body length, a session when the
+ * op needs one. The op's table entry, or NULL with r failed (kd_session.c). */
+const struct kd_op *kd_request_check(uint32_t opcode, long blen, bool has_session,
+                                     struct kd_reply *r);
 kd_handler_fn kd_op_query_nic, kd_op_ns_lookup, kd_op_ns_reverse, kd_op_smi_nics;
 kd_handler_fn kd_op_peer_request, kd_op_peer_done, kd_op_peer_wait;
 kd_handler_fn kd_op_create_ptag, kd_op_destroy_ptag, kd_op_reg_mem, kd_op_dereg_mem,

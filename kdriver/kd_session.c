@@ -224,13 +224,6 @@ static void op_attach(struct kd_client *c, uint64_t cookie, const void *body, st
 
 /* ---- dispatch ------------------------------------------------------------------------ */
 
-struct kd_op {
-    const char *name;
-    uint32_t body; /* exact request body length */
-    kd_handler_fn *fn;
-    bool needs_session;
-};
-
 #define OP(code, nm, type, fn, sess) [code] = {nm, sizeof(type), fn, sess}
 static const struct kd_op ops[VIA_CTL_NOPS] = {
     OP(VIA_CTL_HELLO, "HELLO", struct via_ctl_hello, op_hello, false),
@@ -272,21 +265,31 @@ static const struct kd_op ops[VIA_CTL_NOPS] = {
     [VIA_CTL_SMI_NICS] = {"SMI_NICS", 0, kd_op_smi_nics, true},
 };
 
+const struct kd_op *kd_request_check(uint32_t opcode, long blen, bool has_session,
+                                     struct kd_reply *r)
+{
+    const struct kd_op *op = opcode < VIA_CTL_NOPS ? &ops[opcode] : NULL;
+    if (!op || !op->fn) {
+        kd_fail(r, VIP_INVALID_PARAMETER, "unknown request op %u (vipd knows 1..%u)", opcode,
+                VIA_CTL_NOPS - 1);
+    } else if (blen != (long)op->body) {
+        kd_fail(r, VIP_INVALID_PARAMETER, "%s wants a %u-byte body, got %ld bytes", op->name,
+                op->body, blen);
+    } else if (op->needs_session && !has_session) {
+        kd_fail(r, VIP_INVALID_STATE, "%s needs a session: send HELLO (or ATTACH) first",
+                op->name);
+    } else {
+        return op;
+    }
+    return NULL;
+}
+
 static void dispatch(struct kd_client *c, const struct via_ctl_hdr *h, const void *body,
                      long blen)
 {
     struct kd_reply r = {.status = VIP_SUCCESS};
-    const struct kd_op *op = h->op < VIA_CTL_NOPS ? &ops[h->op] : NULL;
-    if (!op || !op->fn) {
-        kd_fail(&r, VIP_INVALID_PARAMETER, "unknown request op %u (vipd knows 1..%u)", h->op,
-                VIA_CTL_NOPS - 1);
-    } else if (blen != (long)op->body) {
-        kd_fail(&r, VIP_INVALID_PARAMETER, "%s wants a %u-byte body, got %ld bytes", op->name,
-                op->body, blen);
-    } else if (op->needs_session && !c->sess) {
-        kd_fail(&r, VIP_INVALID_STATE, "%s needs a session: send HELLO (or ATTACH) first",
-                op->name);
-    } else {
+    const struct kd_op *op = kd_request_check(h->op, blen, c->sess != NULL, &r);
+    if (op) {
         kd_debug("pid %d session %u: %s", (int)c->pid, c->sess ? c->sess->id : 0, op->name);
         op->fn(c, h->cookie, body, &r);
         if (r.status != VIP_SUCCESS)

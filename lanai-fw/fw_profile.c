@@ -29,33 +29,37 @@ struct param {
     const char *unit;
     enum conv conv;
     size_t off;     /* offset in struct via_profile, or SIZE_MAX for inputs only */
+    /* Sane range: 0 or [lo, hi]. The bounds keep every stage cost of the
+     * largest message a finite count of ns that fits the scheduler's
+     * uint64_t (a clock of 1e-300 MHz would make a cycle last forever). */
+    double lo, hi;
 };
 
 #define F(field) offsetof(struct via_profile, field)
 #define INPUT SIZE_MAX
 /* Order matters: clocks come first so cycles can be converted after parsing. */
 static const struct param params[] = {
-    {"paced", "bool", CV_PLAIN, INPUT},
-    {"hw_doorbell", "bool", CV_PLAIN, INPUT},
-    {"lanai_clock", "MHz", CV_PLAIN, F(lanai_mhz)},
-    {"host_clock", "MHz", CV_PLAIN, INPUT},
-    {"host_build", "host-cycles", CV_HOST_CYC, F(host_build_ns)},
-    {"pio_write", "ns/word", CV_PLAIN, F(pio_write_ns)},
-    {"pio_read", "ns/word", CV_PLAIN, F(pio_read_ns)},
-    {"fw_poll", "cycles", CV_LANAI_CYC, F(poll_ns)},
-    {"fw_bell", "cycles", CV_LANAI_CYC, F(bell_ns)},
-    {"fw_desc", "cycles", CV_LANAI_CYC, F(desc_ns)},
-    {"fw_data", "cycles", CV_LANAI_CYC, F(data_ns)},
-    {"fw_xmit", "cycles", CV_LANAI_CYC, F(xmit_ns)},
-    {"fw_recv", "cycles", CV_LANAI_CYC, F(recv_ns)},
-    {"fw_updt", "cycles", CV_LANAI_CYC, F(updt_ns)},
-    {"dma_setup", "ns", CV_PLAIN, F(dma_setup_ns)},
-    {"dma_h2n", "Mbit/s", CV_MBPS, F(h2n_ns_per_byte)},
-    {"dma_n2h", "Mbit/s", CV_MBPS, F(n2h_ns_per_byte)},
-    {"link", "Mbit/s", CV_MBPS, F(link_ns_per_byte)},
-    {"switch_latency", "ns", CV_PLAIN, F(switch_ns)},
-    {"wire_header", "bytes", CV_PLAIN, F(wire_header)},
-    {"sram", "KiB", CV_KIB, F(sram_bytes)},
+    {"paced", "bool", CV_PLAIN, INPUT, 0, 1},
+    {"hw_doorbell", "bool", CV_PLAIN, INPUT, 0, 1},
+    {"lanai_clock", "MHz", CV_PLAIN, F(lanai_mhz), 1, 1e6},
+    {"host_clock", "MHz", CV_PLAIN, INPUT, 1, 1e6},
+    {"host_build", "host-cycles", CV_HOST_CYC, F(host_build_ns), 0, 1e6},
+    {"pio_write", "ns/word", CV_PLAIN, F(pio_write_ns), 0, 1e6},
+    {"pio_read", "ns/word", CV_PLAIN, F(pio_read_ns), 0, 1e6},
+    {"fw_poll", "cycles", CV_LANAI_CYC, F(poll_ns), 0, 1e6},
+    {"fw_bell", "cycles", CV_LANAI_CYC, F(bell_ns), 0, 1e6},
+    {"fw_desc", "cycles", CV_LANAI_CYC, F(desc_ns), 0, 1e6},
+    {"fw_data", "cycles", CV_LANAI_CYC, F(data_ns), 0, 1e6},
+    {"fw_xmit", "cycles", CV_LANAI_CYC, F(xmit_ns), 0, 1e6},
+    {"fw_recv", "cycles", CV_LANAI_CYC, F(recv_ns), 0, 1e6},
+    {"fw_updt", "cycles", CV_LANAI_CYC, F(updt_ns), 0, 1e6},
+    {"dma_setup", "ns", CV_PLAIN, F(dma_setup_ns), 0, 1e9},
+    {"dma_h2n", "Mbit/s", CV_MBPS, F(h2n_ns_per_byte), 0.001, 1e9},
+    {"dma_n2h", "Mbit/s", CV_MBPS, F(n2h_ns_per_byte), 0.001, 1e9},
+    {"link", "Mbit/s", CV_MBPS, F(link_ns_per_byte), 0.001, 1e9},
+    {"switch_latency", "ns", CV_PLAIN, F(switch_ns), 0, 1e9},
+    {"wire_header", "bytes", CV_PLAIN, F(wire_header), 0, 1e6},
+    {"sram", "KiB", CV_KIB, F(sram_bytes), 0, 1e9},
 };
 #define NPARAMS (sizeof params / sizeof params[0])
 
@@ -121,6 +125,9 @@ int fw_profile_parse(const char *text, const char *fname, struct via_profile *ou
                         fname, ln, name, value);
         if (!strcmp(params[i].unit, "bool") && v != 0 && v != 1)
             return fail(err, errlen, "%s:%u: '%s' is 0 or 1, not '%s'", fname, ln, name, value);
+        if (v != 0 && (v < params[i].lo || v > params[i].hi))
+            return fail(err, errlen, "%s:%u: '%s' = %s %s is out of range (0 or %g..%g)", fname,
+                        ln, name, value, unit, params[i].lo, params[i].hi);
         val[i] = v;
         seen[i] = (int)ln;
     }

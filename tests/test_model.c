@@ -116,6 +116,18 @@ static void test_parser_refuses_bad_profiles(void)
     t = edit(good, "link", "link -5 Mbit/s");
     expect_refused(t, "malformed value '-5'");
     free(t);
+    /* Values whose costs would not fit the scheduler's clock (found by
+     * tests/fuzz/fuzz_profile): an endless DMA set-up, a clock so slow a
+     * cycle lasts forever, a link that moves nothing. */
+    t = edit(good, "dma_setup", "dma_setup 6666666666666666666666666666666666666945 ns");
+    expect_refused(t, "'dma_setup' = 6666666666666666666666666666666666666945 ns is out of range");
+    free(t);
+    t = edit(good, "lanai_clock", "lanai_clock 1e-300 MHz");
+    expect_refused(t, "'lanai_clock' = 1e-300 MHz is out of range (0 or 1..1e+06)");
+    free(t);
+    t = edit(good, "link", "link 1e-9 Mbit/s");
+    expect_refused(t, "'link' = 1e-9 Mbit/s is out of range");
+    free(t);
     /* a duplicate names both lines */
     size_t n = strlen(good);
     t = calloc(1, n + 64);
