@@ -82,8 +82,10 @@ int AM_Terminate(void)
     AM_CHECK_INIT();
     if (am_g.cur)
         return am_fail(AM_ERR_IN_USE, "AM_Terminate inside a handler");
-    if (--am_g.init > 0)
+    if (am_g.init > 1) {
+        am_g.init--;
         return AM_OK;
+    }
     while (am_g.bundles)
         AM_FreeBundle(am_g.bundles);
     VipDestroyPtag(am_g.nic, am_g.ptag);
