@@ -358,6 +358,10 @@ static int request(struct am2_ep *ep, int dest, int cat, handler_t h, void *src,
     }
     if (r != AM_OK)
         p->credits++;
+    if (r != AM_OK && p->state == PEER_BROKEN) {
+        am_ret_push(ep, &w, &x->name, EBADENDPOINT);
+        return AM_OK;
+    }
     return r;
 }
 
