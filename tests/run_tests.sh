@@ -82,7 +82,7 @@ failures=""
 
 # The conformance tests of the matrix: binary, or binary:ERE of its tests.
 MATRIX_TESTS="test_basic test_pingpong test_multi test_ext test_rdma
-test_am2_vipl:^test_vipl_(roundtrips|returns|credits)$
+test_am2_vipl:^test_vipl_(roundtrips|returns|credits)\$
 test_progress:^test_cq_(pingpong|stream)_(poll|wait)_native\$"
 
 # run_suite LABEL [NAME[:ERE]]...: run the binaries named (all if none),

@@ -87,6 +87,14 @@ int AM_AllocateEndpoint(eb_t eb, ep_t *endp, en_t *name)
 
 void am_ep_destroy(struct am2_ep *ep)
 {
+    /* Disconnecting flushes what is still queued: let the NIC send it. */
+    uint64_t end = am_now_ms() + 1000;
+    for (bool busy = true; busy && am_now_ms() < end;) {
+        am_send_reclaim(ep);
+        busy = false;
+        for (struct am_peer *p = ep->peers; p; p = p->next)
+            busy |= p->sends_out > 0 && p->state == PEER_CONNECTED;
+    }
     while (ep->peers) {
         struct am_peer *p = ep->peers;
         ep->peers = p->next;
