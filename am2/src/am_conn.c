@@ -195,8 +195,10 @@ void am_accept_pending(struct am2_ep *ep)
         VIP_RETURN rc = VipConnectAccept(conn, p->vi);
         if (rc == VIP_SUCCESS)
             peer_up(p);
-        else
-            VipConnectReject(conn);
+        else if (rc == VIP_INVALID_RELIABILITY_LEVEL || rc == VIP_INVALID_STATE ||
+                 rc == VIP_INVALID_MTU)
+            VipConnectReject(conn); /* the request still waits: refuse it */
+        /* else the request is gone (its asker gave up): it will ask again */
     }
 }
 
