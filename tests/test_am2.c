@@ -363,6 +363,18 @@ static void test_local_short(void)
     amx_stats_t st;
     TAM(AMX_GetEndpointStatistics(t.a, &st), AM_OK);
     TCHK(st.requests_sent[AM2_SHORT] == 2 && st.replies_received[AM2_SHORT] == 1);
+    TAM(AMX_GetEndpointStatistics(t.b, &st), AM_OK);
+    TCHK(st.requests_received[AM2_SHORT] == 2 && st.replies_sent[AM2_SHORT] == 1);
+    /* printable */
+    char text[1024] = {0};
+    FILE *f = tmpfile();
+    TCHK(f);
+    TAM(AMX_DumpStatistics(f, t.a), AM_OK);
+    rewind(f);
+    size_t got = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    TCHK(got > 0 && strstr(text, "short  requests sent 2 received 0, replies sent 0 received 1"));
+    TAM(AMX_DumpStatistics(NULL, t.a), AM_ERR_BAD_ARG);
 out:
     while (AM_Terminate() == AM_OK)
         ;

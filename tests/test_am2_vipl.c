@@ -175,6 +175,7 @@ struct pair {
 /* The child: serve (poll) and obey one-byte commands from the parent:
  *   q  quit (answer with the counters)
  *   s  stop polling until the next byte arrives
+ *   m  map the name that follows at index 1 (a second endpoint of the parent)
  *   u  unmap the parent (its requests then come back EBADENTRY)
  *   w  AM_WaitSema, then report the CPU and wall ms the wait took */
 static int child_main(void *arg)
@@ -200,6 +201,13 @@ static int child_main(void *arg)
             TC_CHECK(write(wr, "S", 1) == 1);
             struct pollfd p = {.fd = rd, .events = POLLIN};
             TC_CHECK(poll(&p, 1, 15000) == 1);
+        } else if (cmd == 'm') {
+            en_t other;
+            int idx;
+            struct pollfd p = {.fd = rd, .events = POLLIN};
+            TC_CHECK(poll(&p, 1, 5000) == 1 && read(rd, &other, sizeof other) == sizeof other);
+            TC_CHECK(AM_MapAny(s.ep, &idx, other, PARENT_TAG) == AM_OK && idx == 1);
+            TC_CHECK(write(wr, "M", 1) == 1);
         } else if (cmd == 'u') {
             TC_CHECK(AM_UnMap(s.ep, 0) == AM_OK);
             TC_CHECK(write(wr, "U", 1) == 1);
@@ -486,6 +494,46 @@ out:
         ;
 }
 
+/* Two endpoints of the parent in one bundle, each with its own VI to the
+ * child: the second is refused until the child maps it, then both work. */
+static void test_vipl_two_endpoints(void)
+{
+    struct pair pr = {.sc = S_SERVE};
+    struct side s;
+    int32_t counts[2];
+    ep_t ep2 = NULL;
+    en_t n2;
+    TCHK(pair_start(&pr, &s, true) == 0);
+    TAM(AM_AllocateEndpoint(s.eb, &ep2, &n2), AM_OK);
+    TAM(AM_SetTag(ep2, PARENT_TAG), AM_OK);
+    TAM(AM_SetHandler(ep2, 0, h_returned), AM_OK);
+    TAM(AM_SetHandler(ep2, 3, h_sum_rep), AM_OK);
+    TAM(AM_Map(ep2, 0, s.peer, CHILD_TAG), AM_OK);
+    TAM(AM_Request4(ep2, 0, 2, 1, 0, 0, 0), AM_OK);
+    TCHK(expect_ret(s.eb, EBADENTRY, AM_REQUEST_M, 1) == 0);
+    TCHK(write(pr.p2c[1], "m", 1) == 1 && write(pr.p2c[1], &n2, sizeof n2) == sizeof n2);
+    char a;
+    struct pollfd p = {.fd = pr.c2p[0], .events = POLLIN};
+    TCHK(poll(&p, 1, 5000) == 1 && read(pr.c2p[0], &a, 1) == 1 && a == 'M');
+    for (int i = 0; i < 100; i++) {
+        TAM(AM_Request4(ep2, 0, 2, 2 * i, 0, 0, 0), AM_OK);
+        TAM(AM_Request4(s.ep, 0, 2, 2 * i + 1, 0, 0, 0), AM_OK);
+    }
+    TCHK(wait_count(s.eb, &cnt.replies, 200, 5000) == 0);
+    amx_stats_t st1, st2;
+    TAM(AMX_GetEndpointStatistics(s.ep, &st1), AM_OK);
+    TAM(AMX_GetEndpointStatistics(ep2, &st2), AM_OK);
+    TCHK(st1.replies_received[AM2_SHORT] == 100 && st2.replies_received[AM2_SHORT] == 100);
+    TCHK(st1.connections == 1 && st2.connections == 1);
+    TAM(AM_FreeEndpoint(ep2), AM_OK);
+    TCHK(pair_end(&pr, counts) == 0);
+    TCHK(counts[0] == 200 && counts[1] == 0);
+out:
+    tl_child_kill(&pr.c);
+    while (AM_Terminate() == AM_OK)
+        ;
+}
+
 /* The child sleeps in AM_WaitSema; a request 300 ms later wakes it. */
 static void test_vipl_waitsema(void)
 {
@@ -516,7 +564,8 @@ int main(int argc, char **argv)
     static const struct tl_test tests[] = {
         TL_TEST(test_vipl_roundtrips), TL_TEST(test_vipl_outstanding),
         TL_TEST(test_vipl_credits),    TL_TEST(test_vipl_returns),
-        TL_TEST(test_vipl_unreachable), TL_TEST(test_vipl_waitsema), TL_END,
+        TL_TEST(test_vipl_unreachable), TL_TEST(test_vipl_two_endpoints),
+        TL_TEST(test_vipl_waitsema),   TL_END,
     };
     return tl_main(argc, argv, "am2_vipl", tests);
 }
