@@ -49,6 +49,16 @@ static unsigned env_ms(const char *name, unsigned dflt)
     return *end || v > 3600000ul ? dflt : (unsigned)v;
 }
 
+/* VIPL's asynchronous errors (a peer's connection lost, mostly) are
+ * AM's to handle: the VI's receives complete in error and the peer is
+ * marked broken (am_conn.c). Say them only when asked. */
+static void vi_error(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e)
+{
+    (void)ctx;
+    if (getenv("AM2_DEBUG"))
+        fprintf(stderr, "am2: VIPL error %d on VI %p\n", (int)e->ErrorCode, e->ViHandle);
+}
+
 int AM_Init(void)
 {
     if (am_g.init > 0) {
@@ -71,6 +81,7 @@ int AM_Init(void)
         VipCloseNic(am_g.nic);
         return am_fail(AM_ERR_RESOURCE, "%s offers no reliable delivery", dev);
     }
+    VipErrorCallback(am_g.nic, NULL, vi_error);
     am_g.connect_ms = env_ms("AM2_CONNECT_MS", 10000);
     am_g.congestion_ms = env_ms("AM2_CONGESTION_MS", 30000);
     am_g.init = 1;

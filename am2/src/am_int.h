@@ -147,6 +147,7 @@ struct am2_ep {
     struct am_msgq *localq, **localq_tail; /* local messages waiting for AM_Poll (am_local.c) */
     amx_stats_t st;
     int expected_eps, expected_reqs;
+    unsigned polls;          /* AM_Poll turns (reclaiming sends now and then) */
 };
 
 struct am2_bundle {

@@ -318,8 +318,10 @@ int am_poll_bundle(struct am2_bundle *eb, int budget)
         n++;
     }
     for (struct am2_ep *ep = eb->eps; ep; ep = ep->next) {
-        /* Finished sends back to the free list; a failed request comes back. */
-        am_send_reclaim(ep);
+        /* Finished sends back to the free list (a failed request comes
+         * back): when they run low, and now and then. */
+        if (ep->nsend_free < ep->nsend / 2 || (++ep->polls & 63) == 0)
+            am_send_reclaim(ep);
         n += am_local_poll(ep);
         if (ep->rets) {
             am_run_returns(ep);

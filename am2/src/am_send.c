@@ -20,7 +20,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "am_int.h"
 
@@ -324,7 +323,7 @@ static int request(struct am2_ep *ep, int dest, int cat, handler_t h, void *src,
     struct am_xlate *x = &ep->xl[dest];
     w.tag = x->tag;
     /* An endpoint of this process, live or freed: no VI (am_local.c). */
-    if (x->name.pid == (uint32_t)getpid() && !memcmp(x->name.nic, ep->name.nic, 6)) {
+    if (x->name.pid == ep->name.pid && !memcmp(x->name.nic, ep->name.nic, 6)) {
         count_sent(ep, &w);
         return am_local_send(ep, &x->name, &w, src, NULL);
     }
