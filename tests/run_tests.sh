@@ -218,6 +218,15 @@ for combo in $combos; do
     # shellcheck disable=SC2086
     run_suite " [$combo]" $MATRIX_TESTS
 done
+# The AM-2 tests again with peers on this host talking through shared
+# memory (AM2_SHM=1) instead of the NIC.
+if [ "$matrix" != none ]; then
+    echo "-- AM2_SHM=1"
+    TL_PROFILE=native VIP_EXT_MODE=standard TL_SCALE=$scale AM2_SHM=1
+    export TL_PROFILE VIP_EXT_MODE TL_SCALE AM2_SHM
+    run_suite " [AM2_SHM=1]" test_am2_vipl test_am2_spmd
+    unset AM2_SHM
+fi
 echo "(all runs: $(($(date +%s) - t0)) s)"
 
 if ! "$VIPCTL" -s "$VIPD_SOCKET" ping >/dev/null 2>&1; then

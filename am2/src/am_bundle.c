@@ -83,6 +83,7 @@ int AM_Init(void)
     }
     VipErrorCallback(am_g.nic, NULL, vi_error);
     am_g.connect_ms = env_ms("AM2_CONNECT_MS", 10000);
+    am_g.shm = getenv("AM2_SHM") && !strcmp(getenv("AM2_SHM"), "1");
     am_g.congestion_ms = env_ms("AM2_CONGESTION_MS", 30000);
     am_g.init = 1;
     return AM_OK;
@@ -207,7 +208,7 @@ static bool bundle_has_work(struct am2_bundle *eb)
     if (eb->nstash)
         return true;
     for (struct am2_ep *ep = eb->eps; ep; ep = ep->next)
-        if (ep->rets || ep->localq)
+        if (ep->rets || ep->localq || am_shm_pending(ep))
             return true;
     return false;
 }
@@ -227,7 +228,11 @@ int AM_WaitSema(eb_t eb)
     while (!eb->event && !bundle_has_work(eb)) {
         VIP_VI_HANDLE vi;
         VIP_BOOLEAN recvq;
-        VIP_RETURN rc = VipCQWait(eb->cq, 50, &vi, &recvq);
+        /* Shared-memory messages ring no bell: with a queue, wake every ms. */
+        bool shm = false;
+        for (struct am2_ep *ep = eb->eps; ep; ep = ep->next)
+            shm |= ep->shmq != NULL;
+        VIP_RETURN rc = VipCQWait(eb->cq, shm ? 1 : 50, &vi, &recvq);
         if (rc == VIP_SUCCESS) {
             struct am_peer *p = am_peer_of_vi(eb, vi);
             VIP_DESCRIPTOR *d;

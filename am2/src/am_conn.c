@@ -247,6 +247,7 @@ int am_peer_connect(struct am_peer *p, uint64_t deadline)
 
 void am_peer_destroy(struct am_peer *p)
 {
+    am_shm_detach(p);
     if (p->vi) {
         VipDisconnect(p->vi);
         VIP_DESCRIPTOR *d;

@@ -78,6 +78,8 @@ int AM_AllocateEndpoint(eb_t eb, ep_t *endp, en_t *name)
     uint8_t *hb = (uint8_t *)ep->listen + offsetof(VIP_NET_ADDRESS, HostAddress);
     memcpy(hb, ep->name.nic, 6);
     memcpy(hb + 6, ep->disc, dl);
+    if (am_g.shm && am_shm_create(ep) != AM_OK && getenv("AM2_DEBUG"))
+        fprintf(stderr, "am2: no shared-memory queue: %s\n", AMX_LastError());
     ep->next = eb->eps;
     eb->eps = ep;
     *endp = ep;
@@ -102,6 +104,7 @@ void am_ep_destroy(struct am2_ep *ep)
     }
     am_send_free_all(ep);
     am_local_drop(ep);
+    am_shm_destroy(ep);
     while (ep->rets) {
         struct am_ret *r = ep->rets;
         ep->rets = r->next;

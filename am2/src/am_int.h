@@ -43,6 +43,7 @@ enum am_kind {
     AMW_HELLO,       /* first message on a VI: the sender's segment */
     AMW_SEG,         /* the sender's segment changed (a request: answered by SEG_ACK) */
     AMW_SEG_ACK,
+    AMW_LONGDATA,    /* shared memory: a piece of a long message's data (am_shm.c) */
     AMW_NKINDS
 };
 
@@ -64,6 +65,8 @@ struct am_wire {
     int32_t args[AM2_MAX_SHORT];
 };
 #define AM_SLOT (sizeof(struct am_wire) + AM2_MAX_MEDIUM)
+/* seg_gen of a long message the destination placed itself (shared memory) */
+#define AM_GEN_PLACED 0xFFFFFFFFu
 
 /* ---- peers: one VI to one remote endpoint ------------------------------------------------ */
 
@@ -89,6 +92,9 @@ struct am_peer {
     uint32_t seg_mh, seg_gen;
     int seg_acks_owed;       /* our SEG messages it has not answered yet */
     struct am_local *local;  /* the peer is an endpoint of this process (am_local.c) */
+    struct am_shmq *shmq;    /* its shared-memory queue, if on this host (am_shm.c) */
+    bool shm_tried;
+    struct am_pend *pend, *pend_tail; /* messages waiting for room in it */
 };
 
 /* ---- endpoints and bundles -------------------------------------------------------------- */
@@ -148,6 +154,7 @@ struct am2_ep {
     amx_stats_t st;
     int expected_eps, expected_reqs;
     unsigned polls;          /* AM_Poll turns (reclaiming sends now and then) */
+    struct am_shmq *shmq;    /* its own shared-memory receive queue (AM2_SHM=1) */
 };
 
 struct am2_bundle {
@@ -161,6 +168,7 @@ struct am2_bundle {
     struct am_stash { struct am_peer *peer; VIP_DESCRIPTOR *d; } *stash;
     int nstash, capstash;
     int event;               /* a message arrived since the mask was armed */
+    unsigned cq_idle;        /* polls in a row that found the CQ empty */
 };
 
 /* ---- process-wide state (am_bundle.c) ---------------------------------------------------- */
@@ -175,6 +183,7 @@ struct am_global {
     unsigned connect_ms;     /* AM2_CONNECT_MS */
     unsigned congestion_ms;  /* AM2_CONGESTION_MS */
     struct am_token *cur;    /* the handler running now, if any */
+    int shm;                 /* AM2_SHM: same-host peers through shared memory */
 };
 extern struct am_global am_g;
 
@@ -214,6 +223,7 @@ int am_send_post(struct am_peer *p, VIP_DESCRIPTOR *d, size_t len);
 void am_send_reclaim(struct am2_ep *ep);
 void am_send_free_all(struct am2_ep *ep);
 int am_send_ctl(struct am_peer *p, const struct am_wire *w, const void *payload, size_t len);
+int am_send_nic(struct am_peer *p, const struct am_wire *w, const void *payload, size_t len);
 int am_send_seg(struct am2_ep *ep);
 
 /* am_poll.c */
@@ -225,6 +235,18 @@ int am_check_request(struct am2_ep *ep, struct am_peer *peer, const struct am_wi
                      const en_t *src, int *src_idx);
 int am_check_body(struct am2_ep *ep, const struct am_wire *w);
 op_t am_opcode(const struct am_wire *w);
+
+/* am_shm.c */
+int am_shm_create(struct am2_ep *ep);
+void am_shm_destroy(struct am2_ep *ep);
+bool am_shm_attach(struct am_peer *p);
+void am_shm_detach(struct am_peer *p);
+void am_shm_flush(struct am_peer *p);
+int am_shm_send(struct am_peer *p, const struct am_wire *w, const void *payload, size_t len);
+int am_shm_poll(struct am2_ep *ep, int budget);
+bool am_shm_peer_alive(struct am_peer *p);
+bool am_shm_pending(struct am2_ep *ep);
+void am_handle_msg(struct am_peer *p, const struct am_wire *w, size_t len);
 
 /* am_local.c */
 int am_local_send(struct am2_ep *from, const en_t *to, const struct am_wire *w,

@@ -105,7 +105,7 @@ int am_check_body(struct am2_ep *ep, const struct am_wire *w)
     if (w->handler == 0 || !ep->handler[w->handler])
         return EBADHANDLER;
     if (w->cat == AM2_LONG) {
-        if (w->seg_gen != ep->seg_gen || !ep->seg_len || w->offset > ep->seg_len ||
+        if ((w->seg_gen != ep->seg_gen && w->seg_gen != AM_GEN_PLACED) || !ep->seg_len || w->offset > ep->seg_len ||
             (w->nbytes && w->offset >= ep->seg_len))
             return EBADSEGOFF;
         if (w->nbytes > ep->seg_len - w->offset)
@@ -254,11 +254,35 @@ static void on_seg_ack(struct am_peer *p, const struct am_wire *w, void *buf)
         p->seg_acks_owed--;
 }
 
+/* A piece of a long message through shared memory: into the segment if
+ * it fits (the header that follows is checked the same way and returned
+ * if not). */
+static void on_longdata(struct am_peer *p, const struct am_wire *w, void *buf)
+{
+    struct am2_ep *ep = p->ep;
+    if (ep->seg_len && w->offset <= ep->seg_len && w->nbytes <= ep->seg_len - w->offset)
+        memcpy((uint8_t *)ep->seg + w->offset, buf, w->nbytes);
+}
+
 static void (*const kind_fn[AMW_NKINDS])(struct am_peer *, const struct am_wire *, void *) = {
     [AMW_REQUEST] = on_request, [AMW_REPLY] = on_reply,   [AMW_ACK] = on_ack,
     [AMW_RETURN] = on_return,   [AMW_RET_ACK] = on_ack,   [AMW_HELLO] = on_seg,
-    [AMW_SEG] = on_seg,         [AMW_SEG_ACK] = on_seg_ack,
+    [AMW_SEG] = on_seg,         [AMW_SEG_ACK] = on_seg_ack, [AMW_LONGDATA] = on_longdata,
 };
+
+void am_handle_msg(struct am_peer *p, const struct am_wire *w, size_t len)
+{
+    bool data = w->kind == AMW_LONGDATA ||
+                ((w->kind == AMW_REQUEST || w->kind == AMW_REPLY) && w->cat == AM2_MEDIUM);
+    bool ok = len >= sizeof *w && w->kind > 0 && w->kind < AMW_NKINDS &&
+              w->nbytes <= AM2_MAX_LONG && len == sizeof *w + (data ? w->nbytes : 0);
+    if (ok)
+        kind_fn[w->kind](p, w, (uint8_t *)w + sizeof *w);
+    else if (len >= sizeof *w && w->kind == AMW_REQUEST)
+        send_return(p, w, EBADARGS);
+    else if (getenv("AM2_DEBUG"))
+        fprintf(stderr, "am2: dropped a malformed message of %zu bytes\n", len);
+}
 
 static void handle_recv(struct am_peer *p, VIP_DESCRIPTOR *d)
 {
@@ -266,19 +290,7 @@ static void handle_recv(struct am_peer *p, VIP_DESCRIPTOR *d)
         am_peer_broken(p, "a receive completed in error (connection lost)");
         return;
     }
-    const struct am_wire *w = (const struct am_wire *)d->DS[0].Local.Data.Address;
-    size_t len = d->CS.Length;
-    bool ok = len >= sizeof *w && w->kind > 0 && w->kind < AMW_NKINDS &&
-              len == sizeof *w + (w->kind == AMW_REQUEST || w->kind == AMW_REPLY
-                                      ? (w->cat == AM2_MEDIUM ? w->nbytes : 0)
-                                      : 0);
-    if (ok) {
-        kind_fn[w->kind](p, w, (uint8_t *)d->DS[0].Local.Data.Address + sizeof *w);
-    } else if (len >= sizeof *w && w->kind == AMW_REQUEST) {
-        send_return(p, w, EBADARGS);
-    } else if (getenv("AM2_DEBUG")) {
-        fprintf(stderr, "am2: dropped a malformed message of %zu bytes\n", len);
-    }
+    am_handle_msg(p, (const struct am_wire *)d->DS[0].Local.Data.Address, d->CS.Length);
     if (p->state == PEER_CONNECTED && am_peer_repost(p, d) != AM_OK)
         am_peer_broken(p, "VipPostRecv failed");
 }
@@ -306,7 +318,21 @@ int am_poll_bundle(struct am2_bundle *eb, int budget)
         handle_recv(s.peer, s.d);
         n++;
     }
-    while (n < budget) {
+    /* Shared memory first; while it delivers and the NIC has been quiet,
+     * look at the CQ only every 8th turn (the multi-protocol paper's
+     * adaptive polling: the slower path must not tax the faster). */
+    int from_shm = 0;
+    for (struct am2_ep *ep = eb->eps; ep; ep = ep->next) {
+        for (struct am_peer *p = ep->peers; p; p = p->next)
+            if (p->pend)
+                am_shm_flush(p);
+        if (ep->shmq)
+            from_shm += am_shm_poll(ep, budget - n - from_shm);
+    }
+    n += from_shm;
+    bool skip_cq = from_shm && eb->cq_idle > 16 && (eb->cq_idle & 7);
+    int from_cq = 0;
+    while (!skip_cq && n < budget) {
         VIP_VI_HANDLE vi;
         VIP_BOOLEAN recvq;
         VIP_RETURN rc = VipCQDone(eb->cq, &vi, &recvq);
@@ -320,7 +346,9 @@ int am_poll_bundle(struct am2_bundle *eb, int budget)
             continue;
         handle_recv(p, d);
         n++;
+        from_cq++;
     }
+    eb->cq_idle = from_cq ? 0 : eb->cq_idle + 1;
     for (struct am2_ep *ep = eb->eps; ep; ep = ep->next) {
         /* Finished sends back to the free list (a failed request comes
          * back): when they run low, and now and then. */

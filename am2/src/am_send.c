@@ -155,7 +155,15 @@ int am_send_post(struct am_peer *p, VIP_DESCRIPTOR *d, size_t len)
     return AM_OK;
 }
 
+/* Through the peer's shared-memory queue when it has one, else the NIC. */
 int am_send_ctl(struct am_peer *p, const struct am_wire *w, const void *payload, size_t len)
+{
+    if (am_shm_attach(p))
+        return am_shm_send(p, w, payload, len);
+    return am_send_nic(p, w, payload, len);
+}
+
+int am_send_nic(struct am_peer *p, const struct am_wire *w, const void *payload, size_t len)
 {
     VIP_DESCRIPTOR *d = am_send_get(p->ep, false);
     if (!d)
@@ -238,7 +246,7 @@ static int send_long(struct am_peer *p, const struct am_wire *w, const void *src
         }
         p->sends_out++;
     }
-    int r = am_send_ctl(p, w, NULL, 0);
+    int r = am_send_nic(p, w, NULL, 0); /* behind the data, on the same VI */
     if (r != AM_OK || !d || !wait)
         return r;
     /* Only the status word: the descriptor is not taken back before the
@@ -251,6 +259,22 @@ static int send_long(struct am_peer *p, const struct am_wire *w, const void *src
                            am_g.congestion_ms);
     }
     return AM_OK;
+}
+
+/* A long message through shared memory: the data in pieces the
+ * destination copies into its segment, then the header (one queue from
+ * one sender keeps their order). The source may be reused at once. */
+static int shm_long(struct am_peer *p, struct am_wire *w, const uint8_t *src)
+{
+    for (size_t off = 0; off < w->nbytes; off += AM2_MAX_MEDIUM) {
+        size_t n = w->nbytes - off < AM2_MAX_MEDIUM ? w->nbytes - off : AM2_MAX_MEDIUM;
+        struct am_wire d = {.kind = AMW_LONGDATA, .offset = w->offset + off, .nbytes = (uint32_t)n};
+        int r = am_shm_send(p, &d, src + off, n);
+        if (r != AM_OK)
+            return r;
+    }
+    w->seg_gen = AM_GEN_PLACED;
+    return am_shm_send(p, w, NULL, 0);
 }
 
 static int fill_wire(struct am_wire *w, int kind, int cat, handler_t h, size_t nbytes,
@@ -294,7 +318,8 @@ static int take_credit(struct am_peer *p, bool async)
     p->ep->st.credit_waits++;
     uint64_t end = am_now_ms() + am_g.congestion_ms;
     while (p->credits == 0) {
-        if (p->state != PEER_CONNECTED)
+        if (p->state == PEER_BROKEN || (!p->shmq && p->state != PEER_CONNECTED) ||
+            !am_shm_peer_alive(p))
             return EBADENDPOINT;
         am_poll_bundle(p->ep->eb, 16);
         if (p->credits == 0 && am_now_ms() > end)
@@ -330,16 +355,18 @@ static int request(struct am2_ep *ep, int dest, int cat, handler_t h, void *src,
     if (!x->peer && !(x->peer = am_peer_get(ep, &x->name)))
         return am_fail(AM_ERR_RESOURCE, "out of memory");
     struct am_peer *p = x->peer;
-    int st = am_peer_connect(p, am_now_ms() + am_g.connect_ms);
-    if (!st && cat == AM2_LONG && !p->hello) {
+    bool shm = am_shm_attach(p);
+    int st = shm ? (p->state == PEER_BROKEN ? EBADENDPOINT : 0)
+                 : am_peer_connect(p, am_now_ms() + am_g.connect_ms);
+    if (!st && !shm && cat == AM2_LONG && !p->hello) {
         uint64_t end = am_now_ms() + am_g.connect_ms;
         while (!p->hello && p->state == PEER_CONNECTED && am_now_ms() < end)
             am_poll_bundle(ep->eb, 16);
         st = p->hello ? 0 : EUNREACHABLE;
     }
-    if (!st && p->state != PEER_CONNECTED)
+    if (!st && !shm && p->state != PEER_CONNECTED)
         st = EBADENDPOINT;
-    if (!st && cat == AM2_LONG)
+    if (!st && !shm && cat == AM2_LONG)
         st = seg_check(p, off, nbytes);
     if (!st && (st = take_credit(p, async)) < 0)
         return am_fail(AM_ERR_NOT_SENT, "no credit for the destination now");
@@ -349,7 +376,9 @@ static int request(struct am2_ep *ep, int dest, int cat, handler_t h, void *src,
         return AM_OK;
     }
     count_sent(ep, &w);
-    if (cat == AM2_LONG) {
+    if (cat == AM2_LONG && shm) {
+        r = shm_long(p, &w, src);
+    } else if (cat == AM2_LONG) {
         w.seg_gen = p->seg_gen;
         r = send_long(p, &w, src, !async);
     } else {
@@ -419,6 +448,8 @@ static int reply(void *token, int cat, handler_t h, void *src, size_t nbytes, ui
     struct am_peer *p = t->peer;
     if (cat != AM2_LONG)
         return am_send_ctl(p, &w, src, nbytes);
+    if (am_shm_attach(p))
+        return shm_long(p, &w, src);
     int st = seg_check(p, off, nbytes);
     if (st) {
         /* The requester still gets its credit back. */

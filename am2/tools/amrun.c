@@ -57,6 +57,24 @@ static void rm_dir(const char *dir)
     rmdir(dir);
 }
 
+/* The shared-memory queues of a rank's endpoints (AM2_SHM=1), which a
+ * rank killed before AM_Terminate leaves behind: /dev/shm/am2-<pid>-*. */
+static void rm_shm(pid_t pid)
+{
+    char prefix[32], path[300];
+    snprintf(prefix, sizeof prefix, "am2-%08x-", (unsigned)pid);
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) {
+            snprintf(path, sizeof path, "/dev/shm/%.255s", e->d_name);
+            unlink(path);
+        }
+    closedir(d);
+}
+
 static double now_s(void)
 {
     struct timespec t;
@@ -137,6 +155,7 @@ int main(int argc, char **argv)
                 if (pid[i] == w) {
                     pid[i] = 0;
                     live--;
+                    rm_shm(w);
                     int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
                     if (code && !failed) {
                         failed = 1;
