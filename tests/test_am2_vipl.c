@@ -40,11 +40,11 @@
 #define CHILD_TAG 22u
 #define PARENT_TAG 11u
 
-/* Same-host peers through shared memory (AM2_SHM=1): no VIs then. */
+/* Same-host peers through shared memory (unless AM2_SHM=0): no VIs then. */
 static bool shm_on(void)
 {
     const char *s = getenv("AM2_SHM");
-    return s && !strcmp(s, "1");
+    return !s || strcmp(s, "0") != 0;
 }
 
 /* ---- handlers (each process has its own copy of these counters) ----------------------- */

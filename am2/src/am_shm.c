@@ -2,7 +2,7 @@
  * am_shm.c - the multi-protocol path: endpoints of processes on the same
  * host exchange short and medium messages through shared-memory queues
  * instead of the NIC (Lumetta, Mainwaring and Culler, "Multi-Protocol
- * Active Messages on a Cluster of SMP's"). On with AM2_SHM=1.
+ * Active Messages on a Cluster of SMP's"). On unless AM2_SHM=0.
  *
  * Every endpoint owns one receive queue in a POSIX shared-memory object
  * named after it (/am2-<pid>-<id>). Any number of senders enqueue into it
