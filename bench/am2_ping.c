@@ -6,8 +6,9 @@
  * ITERS times per message kind and size (after ITERS/10 unmeasured);
  * rank 1 polls and replies from its request handler with the same kind
  * and size. Printed: median and mean round trip, and half the median (the
- * one-way latency the AM-II paper quotes). The NIC is AM2_NIC (default
- * via0: run it against a vipd with paced NICs to see the 1998 hosts).
+ * one-way latency the AM-II paper quotes). The two ranks share this host,
+ * so they talk through shared memory unless AM2_SHM=0; the NIC is AM2_NIC
+ * (default via0: run it against a vipd with paced NICs for the 1998 hosts).
  */
 #include <stdio.h>
 #include <stdlib.h>
