@@ -52,6 +52,14 @@ cleanup() {
         wait "$vipd_pid" 2>/dev/null
     fi
     rm -rf "$dir"
+    # AM-2 shared-memory queues (/dev/shm/am2-<pid hex>-<id>) of test
+    # processes that died before AM_Terminate.
+    for f in /dev/shm/am2-*; do
+        [ -O "$f" ] || continue
+        p=${f#/dev/shm/am2-}
+        p=${p%%-*}
+        kill -0 "$((0x$p))" 2>/dev/null || rm -f "$f"
+    done
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM

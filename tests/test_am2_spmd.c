@@ -57,8 +57,8 @@ static int amrun(const char *np, const char *mode, const char *timeout, unsigned
         usleep(10000);
     }
     if (pid > 0) {
-        kill(pid, SIGTERM); /* amrun passes it on to the ranks */
-        usleep(500000);
+        kill(pid, SIGTERM); /* amrun passes it on to the ranks, SIGKILLs them 2 s later */
+        usleep(3000000);
         kill(pid, SIGKILL);
         waitpid(pid, &st, 0);
     }

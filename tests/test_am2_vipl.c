@@ -279,6 +279,19 @@ static int pair_end(struct pair *pr, int32_t counts[2])
     return r;
 }
 
+/* On a failure path: kill the child and remove the shared-memory queue it
+ * could not remove itself. */
+static void pair_kill(struct pair *pr)
+{
+    pid_t pid = pr->c.pid;
+    tl_child_kill(&pr->c);
+    if (pid > 0) {
+        char path[64];
+        snprintf(path, sizeof path, "/dev/shm/am2-%08x-000001", (unsigned)pid);
+        unlink(path);
+    }
+}
+
 static int wait_count(eb_t eb, const int *c, int want, unsigned ms)
 {
     uint64_t end = tl_now_ms() + ms;
@@ -348,7 +361,7 @@ static void test_vipl_roundtrips(void)
     TCHK(pair_end(&pr, counts) == 0);
     TCHK(counts[0] == (int)n + 1 + 8 + 7 && counts[1] == 0);
 out:
-    tl_child_kill(&pr.c);
+    pair_kill(&pr);
     while (AM_Terminate() == AM_OK)
         ;
 }
@@ -371,7 +384,7 @@ static void test_vipl_outstanding(void)
     TCHK(pair_end(&pr, counts) == 0);
     TCHK(counts[0] == n && counts[1] == 0);
 out:
-    tl_child_kill(&pr.c);
+    pair_kill(&pr);
     while (AM_Terminate() == AM_OK)
         ;
 }
@@ -410,7 +423,7 @@ static void test_vipl_credits(void)
     TCHK(pair_end(&pr, counts) == 0);
     TCHK(counts[0] == 18);
 out:
-    tl_child_kill(&pr.c);
+    pair_kill(&pr);
     while (AM_Terminate() == AM_OK)
         ;
 }
@@ -466,7 +479,7 @@ static void test_vipl_returns(void)
     TCHK(pair_end(&pr, counts) == 0);
     TCHK(counts[0] == 1 && counts[1] == 1); /* the child ran h_bad_reply, and its handler 0 */
 out:
-    tl_child_kill(&pr.c);
+    pair_kill(&pr);
     while (AM_Terminate() == AM_OK)
         ;
 }
@@ -496,7 +509,7 @@ static void test_vipl_unreachable(void)
     TCHK(wait_count(s.eb, &cnt.returns, 2, 5000) == 0);
     TCHK(cnt.status == EBADENDPOINT || cnt.status == EUNREACHABLE);
 out:
-    tl_child_kill(&pr.c);
+    pair_kill(&pr);
     while (AM_Terminate() == AM_OK)
         ;
 }
@@ -536,7 +549,7 @@ static void test_vipl_two_endpoints(void)
     TCHK(pair_end(&pr, counts) == 0);
     TCHK(counts[0] == 200 && counts[1] == 0);
 out:
-    tl_child_kill(&pr.c);
+    pair_kill(&pr);
     while (AM_Terminate() == AM_OK)
         ;
 }
@@ -561,7 +574,7 @@ static void test_vipl_waitsema(void)
     TCHK(wait_count(s.eb, &cnt.replies, 2, 5000) == 0);
     TCHK(pair_end(&pr, counts) == 0);
 out:
-    tl_child_kill(&pr.c);
+    pair_kill(&pr);
     while (AM_Terminate() == AM_OK)
         ;
 }
