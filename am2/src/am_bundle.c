@@ -225,6 +225,7 @@ int AM_WaitSema(eb_t eb)
     /* Sleep in the CQ until a receive completes or a connection is
      * asked for; the completion taken is kept for AM_Poll. A short bound
      * lets pending connection requests be accepted while we wait. */
+    uint64_t last_accept = am_now_ms();
     while (!eb->event && !bundle_has_work(eb)) {
         VIP_VI_HANDLE vi;
         VIP_BOOLEAN recvq;
@@ -251,8 +252,11 @@ int AM_WaitSema(eb_t eb)
         }
         if (rc != VIP_TIMEOUT)
             return am_fail(AM_ERR_RESOURCE, "VipCQWait failed with code %d", (int)rc);
-        for (struct am2_ep *ep = eb->eps; ep; ep = ep->next)
-            am_accept_pending(ep);
+        if (am_now_ms() - last_accept >= 50) { /* a call to vipd: not every ms */
+            last_accept = am_now_ms();
+            for (struct am2_ep *ep = eb->eps; ep; ep = ep->next)
+                am_accept_pending(ep);
+        }
     }
     eb->mask = AM_NOEVENTS;
     eb->event = 0;

@@ -188,7 +188,7 @@ void am_accept_pending(struct am2_ep *ep)
         struct am_peer *p = NULL;
         if (en_from_addr(&ra.a, &name))
             p = am_peer_get(ep, &name);
-        if (!p || p->state != PEER_IDLE || p->local || peer_make_vi(p) != AM_OK) {
+        if (!p || p->state != PEER_IDLE || peer_make_vi(p) != AM_OK) {
             VipConnectReject(conn);
             continue;
         }
@@ -204,7 +204,7 @@ void am_accept_pending(struct am2_ep *ep)
 
 int am_peer_connect(struct am_peer *p, uint64_t deadline)
 {
-    if (p->local || p->state == PEER_CONNECTED)
+    if (p->state == PEER_CONNECTED)
         return AM_OK;
     if (p->state == PEER_BROKEN)
         return EBADENDPOINT;

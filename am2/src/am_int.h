@@ -9,6 +9,8 @@
  *   am_send.c      requests and replies (short, medium, long), credits
  *   am_poll.c      the completion queue, dispatch, return to sender
  *   am_local.c     messages between endpoints of one process
+ *   am_shm.c       messages between processes of one host (shared memory)
+ *   am_spmd.c      SPMD start-up and collectives (am2_spmd.h)
  *
  * Only the public VIPL API (vipl.h) is used, as any VIPL program would.
  */
@@ -91,7 +93,6 @@ struct am_peer {
     uint64_t seg_base, seg_len;
     uint32_t seg_mh, seg_gen;
     int seg_acks_owed;       /* our SEG messages it has not answered yet */
-    struct am_local *local;  /* the peer is an endpoint of this process (am_local.c) */
     struct am_shmq *shmq;    /* its shared-memory queue, if on this host (am_shm.c) */
     bool shm_tried;
     struct am_pend *pend, *pend_tail; /* messages waiting for room in it */
@@ -250,7 +251,7 @@ void am_handle_msg(struct am_peer *p, const struct am_wire *w, size_t len);
 
 /* am_local.c */
 int am_local_send(struct am2_ep *from, const en_t *to, const struct am_wire *w,
-                  const void *payload, struct am_token *reply_to);
+                  const void *payload);
 int am_local_poll(struct am2_ep *ep);
 void am_local_drop(struct am2_ep *ep);
 

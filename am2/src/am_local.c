@@ -24,9 +24,8 @@ struct am_msgq {
 };
 
 int am_local_send(struct am2_ep *from, const en_t *to, const struct am_wire *w,
-                  const void *payload, struct am_token *reply_to)
+                  const void *payload)
 {
-    (void)reply_to;
     struct am2_ep *dest = am_ep_by_name(to);
     if (!dest) {
         am_ret_push(from, w, to, EBADENDPOINT);

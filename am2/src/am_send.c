@@ -350,7 +350,7 @@ static int request(struct am2_ep *ep, int dest, int cat, handler_t h, void *src,
     /* An endpoint of this process, live or freed: no VI (am_local.c). */
     if (x->name.pid == ep->name.pid && !memcmp(x->name.nic, ep->name.nic, 6)) {
         count_sent(ep, &w);
-        return am_local_send(ep, &x->name, &w, src, NULL);
+        return am_local_send(ep, &x->name, &w, src);
     }
     if (!x->peer && !(x->peer = am_peer_get(ep, &x->name)))
         return am_fail(AM_ERR_RESOURCE, "out of memory");
@@ -444,7 +444,7 @@ static int reply(void *token, int cat, handler_t h, void *src, size_t nbytes, ui
     t->replied = true;
     count_sent(ep, &w);
     if (!t->peer)
-        return am_local_send(ep, &t->src, &w, src, t);
+        return am_local_send(ep, &t->src, &w, src);
     struct am_peer *p = t->peer;
     if (cat != AM2_LONG)
         return am_send_ctl(p, &w, src, nbytes);
