@@ -170,7 +170,8 @@ static void test_bundle_endpoint(void)
     TAM(AM_Init(), AM_OK);
     TAM(AM_AllocateBundle(7, &eb), AM_ERR_BAD_ARG);
     TAM(AM_AllocateBundle(AM_SEQ, NULL), AM_ERR_BAD_ARG);
-    TAM(AM_AllocateBundle(AM_PAR, &eb), AM_ERR_RESOURCE);
+    TAM(AM_AllocateBundle(AM_PAR, &eb), AM_OK);
+    TAM(AM_FreeBundle(eb), AM_OK);
     TAM(AM_AllocateBundle(AM_SEQ, &eb), AM_OK);
     TAM(AM_AllocateBundle(AM_SEQ, &eb2), AM_OK);
     TAM(AM_AllocateEndpoint(eb, NULL, &en), AM_ERR_BAD_ARG);

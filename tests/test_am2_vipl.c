@@ -13,6 +13,8 @@
  */
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -554,6 +556,73 @@ out:
         ;
 }
 
+/* AM_PAR: four threads share one endpoint; each sends its requests and
+ * polls (or sleeps in AM_WaitSema) until every reply of all of them has
+ * come. The handlers count under the layer's lock. */
+#define PAR_THREADS 4
+static atomic_int par_replies;
+static struct side *par_side;
+
+static void h_par_rep(void *token, int32_t sum, int32_t a)
+{
+    (void)token;
+    if (sum == a)
+        atomic_fetch_add(&par_replies, 1);
+}
+
+static void *par_thread(void *arg)
+{
+    intptr_t id = (intptr_t)arg;
+    int n = (int)tl_count(500, 5000), rc = 0;
+    for (int i = 0; i < n && !rc; i++)
+        rc = AM_Request4(par_side->ep, 0, 2, (int32_t)(id * 100000 + i), 0, 0, 0);
+    uint64_t end = tl_now_ms() + 20000;
+    while (!rc && atomic_load(&par_replies) < PAR_THREADS * n && tl_now_ms() < end) {
+        if (id == 0) { /* one of them sleeps instead */
+            rc = AM_SetEventMask(par_side->eb, AM_NOTEMPTY);
+            if (!rc && atomic_load(&par_replies) < PAR_THREADS * n)
+                rc = AM_WaitSema(par_side->eb);
+        }
+        if (!rc)
+            rc = AM_Poll(par_side->eb);
+    }
+    return (void *)(intptr_t)(rc ? -1 : atomic_load(&par_replies) >= PAR_THREADS * n ? 0 : -2);
+}
+
+static void test_vipl_par(void)
+{
+    struct pair pr = {.sc = S_SERVE};
+    struct side s;
+    int32_t counts[2];
+    eb_t par = NULL;
+    pthread_t th[PAR_THREADS];
+    int started = 0;
+    TCHK(pair_start(&pr, &s, true) == 0);
+    TAM(AM_AllocateBundle(AM_PAR, &par), AM_OK);
+    TAM(AM_MoveEndpoint(s.ep, s.eb, par), AM_OK); /* no VI yet: it may move */
+    s.eb = par;
+    TAM(AM_SetHandler(s.ep, 3, h_par_rep), AM_OK);
+    par_side = &s;
+    atomic_store(&par_replies, 0);
+    for (; started < PAR_THREADS; started++)
+        TCHK(pthread_create(&th[started], NULL, par_thread, (void *)(intptr_t)started) == 0);
+out:
+    for (int i = 0; i < started; i++) {
+        void *r;
+        pthread_join(th[i], &r);
+        CU_ASSERT_EQUAL((intptr_t)r, 0);
+    }
+    if (started == PAR_THREADS) {
+        int n = (int)tl_count(500, 5000);
+        CU_ASSERT_EQUAL(atomic_load(&par_replies), PAR_THREADS * n);
+        CU_ASSERT_EQUAL(pair_end(&pr, counts), 0);
+        CU_ASSERT_EQUAL(counts[0], PAR_THREADS * n);
+    }
+    pair_kill(&pr);
+    while (AM_Terminate() == AM_OK)
+        ;
+}
+
 /* The child sleeps in AM_WaitSema; a request 300 ms later wakes it. */
 static void test_vipl_waitsema(void)
 {
@@ -585,7 +654,8 @@ int main(int argc, char **argv)
         TL_TEST(test_vipl_roundtrips), TL_TEST(test_vipl_outstanding),
         TL_TEST(test_vipl_credits),    TL_TEST(test_vipl_returns),
         TL_TEST(test_vipl_unreachable), TL_TEST(test_vipl_two_endpoints),
-        TL_TEST(test_vipl_waitsema),   TL_END,
+        TL_TEST(test_vipl_waitsema),   TL_TEST(test_vipl_par),
+        TL_END,
     };
     return tl_main(argc, argv, "am2_vipl", tests);
 }

@@ -7,7 +7,9 @@
  * endpoints completes receives on, so AM_Poll drains one queue and
  * AM_WaitSema sleeps in one VipCQWait.
  */
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,37 @@
 #include "am_int.h"
 
 struct am_global am_g;
+
+/* ---- AM_PAR: one recursive lock while a parallel bundle exists ------------------- */
+
+static pthread_mutex_t am_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static atomic_int am_npar;
+
+int am_api_lock(void)
+{
+    if (!atomic_load_explicit(&am_npar, memory_order_acquire))
+        return 0;
+    pthread_mutex_lock(&am_lock);
+    return 1;
+}
+
+void am_api_unlock(int *locked)
+{
+    if (*locked)
+        pthread_mutex_unlock(&am_lock);
+}
+
+void am_api_sleep_begin(int locked)
+{
+    if (locked)
+        pthread_mutex_unlock(&am_lock);
+}
+
+void am_api_sleep_end(int locked)
+{
+    if (locked)
+        pthread_mutex_lock(&am_lock);
+}
 
 static _Thread_local char am_err[256];
 
@@ -61,6 +94,7 @@ static void vi_error(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e)
 
 int AM_Init(void)
 {
+    AM_API_LOCK();
     if (am_g.init > 0) {
         am_g.init++;
         return AM_OK;
@@ -91,6 +125,7 @@ int AM_Init(void)
 
 int AM_Terminate(void)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (am_g.cur)
         return am_fail(AM_ERR_IN_USE, "AM_Terminate inside a handler");
@@ -116,11 +151,10 @@ bool am_bundle_ok(eb_t eb)
 
 int AM_AllocateBundle(int type, eb_t *endb)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!endb || (type != AM_SEQ && type != AM_PAR))
         return am_fail(AM_ERR_BAD_ARG, "bundle type %d (AM_SEQ or AM_PAR) or NULL result", type);
-    if (type == AM_PAR)
-        return am_fail(AM_ERR_RESOURCE, "AM_PAR bundles are not supported yet (use AM_SEQ)");
     struct am2_bundle *b = calloc(1, sizeof *b);
     if (!b)
         return am_fail(AM_ERR_RESOURCE, "out of memory");
@@ -136,11 +170,16 @@ int AM_AllocateBundle(int type, eb_t *endb)
     b->next = am_g.bundles;
     am_g.bundles = b;
     *endb = b;
+    /* Allocate AM_PAR bundles before the threads that share them start:
+     * calls already under way when the first appears took no lock. */
+    if (type == AM_PAR)
+        atomic_fetch_add(&am_npar, 1);
     return AM_OK;
 }
 
 int AM_FreeBundle(eb_t eb)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_bundle_ok(eb))
         return am_fail(AM_ERR_BAD_ARG, "not a bundle");
@@ -155,6 +194,11 @@ int AM_FreeBundle(eb_t eb)
         }
     VipDestroyCQ(eb->cq);
     free(eb->stash);
+    if (eb->type == AM_PAR && atomic_fetch_sub(&am_npar, 1) == 1 && am_locked_) {
+        /* the last one: later calls take no lock; release ours now */
+        pthread_mutex_unlock(&am_lock);
+        am_locked_ = 0;
+    }
     free(eb);
     return AM_OK;
 }
@@ -163,6 +207,7 @@ int AM_FreeBundle(eb_t eb)
  * created: one that has VIs cannot move. */
 int AM_MoveEndpoint(ep_t ea, eb_t from, eb_t to)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_ep_ok(ea) || !am_bundle_ok(from) || !am_bundle_ok(to) || ea->eb != from)
         return am_fail(AM_ERR_BAD_ARG, "bad endpoint or bundle, or the endpoint is not in it");
@@ -185,6 +230,7 @@ int AM_MoveEndpoint(ep_t ea, eb_t from, eb_t to)
 
 int AM_SetEventMask(eb_t eb, int mask)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_bundle_ok(eb) || (mask != AM_NOEVENTS && mask != AM_NOTEMPTY))
         return am_fail(AM_ERR_BAD_ARG, "bad bundle or mask %d", mask);
@@ -195,6 +241,7 @@ int AM_SetEventMask(eb_t eb, int mask)
 
 int AM_GetEventMask(eb_t eb, int *mask)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_bundle_ok(eb) || !mask)
         return am_fail(AM_ERR_BAD_ARG, "bad bundle or NULL mask");
@@ -215,6 +262,7 @@ static bool bundle_has_work(struct am2_bundle *eb)
 
 int AM_WaitSema(eb_t eb)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_bundle_ok(eb))
         return am_fail(AM_ERR_BAD_ARG, "not a bundle");
@@ -233,7 +281,9 @@ int AM_WaitSema(eb_t eb)
         bool shm = false;
         for (struct am2_ep *ep = eb->eps; ep; ep = ep->next)
             shm |= ep->shmq != NULL;
+        am_api_sleep_begin(am_locked_);
         VIP_RETURN rc = VipCQWait(eb->cq, shm ? 1 : 50, &vi, &recvq);
+        am_api_sleep_end(am_locked_);
         if (rc == VIP_SUCCESS) {
             struct am_peer *p = am_peer_of_vi(eb, vi);
             VIP_DESCRIPTOR *d;
@@ -265,6 +315,7 @@ int AM_WaitSema(eb_t eb)
 
 int AM_Poll(eb_t eb)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_bundle_ok(eb))
         return am_fail(AM_ERR_BAD_ARG, "not a bundle");

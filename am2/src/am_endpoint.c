@@ -47,6 +47,7 @@ static void default_returned(int status, op_t opcode, void *token)
 
 int AM_AllocateEndpoint(eb_t eb, ep_t *endp, en_t *name)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_bundle_ok(eb) || !endp || !name)
         return am_fail(AM_ERR_BAD_ARG, "bad bundle or NULL result");
@@ -122,6 +123,7 @@ void am_ep_destroy(struct am2_ep *ep)
 
 int AM_FreeEndpoint(ep_t ea)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_ep_ok(ea))
         return am_fail(AM_ERR_BAD_ARG, "not an endpoint");
@@ -145,6 +147,7 @@ int AM_FreeEndpoint(ep_t ea)
 
 int AM_SetTag(ep_t ea, tag_t tag)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_ep_ok(ea))
         return am_fail(AM_ERR_BAD_ARG, "not an endpoint");
@@ -154,6 +157,7 @@ int AM_SetTag(ep_t ea, tag_t tag)
 
 int AM_GetTag(ep_t ea, tag_t *tag)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_ep_ok(ea) || !tag)
         return am_fail(AM_ERR_BAD_ARG, "not an endpoint, or NULL tag");
@@ -163,6 +167,7 @@ int AM_GetTag(ep_t ea, tag_t *tag)
 
 int AM_MaxSegLength(uintptr_t *nbytes)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!nbytes)
         return am_fail(AM_ERR_BAD_ARG, "NULL nbytes");
@@ -175,6 +180,7 @@ int AM_MaxSegLength(uintptr_t *nbytes)
  * (SEG) before the old registration goes. */
 int AM_SetSeg(ep_t ea, void *addr, uintptr_t nbytes)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_ep_ok(ea))
         return am_fail(AM_ERR_BAD_ARG, "not an endpoint");
@@ -205,6 +211,7 @@ int AM_SetSeg(ep_t ea, void *addr, uintptr_t nbytes)
 
 int AM_GetSeg(ep_t ea, void **addr, uintptr_t *nbytes)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_ep_ok(ea) || !addr || !nbytes)
         return am_fail(AM_ERR_BAD_ARG, "not an endpoint, or NULL result");
@@ -215,6 +222,7 @@ int AM_GetSeg(ep_t ea, void **addr, uintptr_t *nbytes)
 
 int AM2_SetHandler(ep_t ea, handler_t h, am2_handler_fn_t fn)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_ep_ok(ea) || !fn)
         return am_fail(AM_ERR_BAD_ARG, "not an endpoint, or NULL function");
@@ -224,6 +232,7 @@ int AM2_SetHandler(ep_t ea, handler_t h, am2_handler_fn_t fn)
 
 int AM2_SetHandlerAny(ep_t ea, handler_t *h, am2_handler_fn_t fn)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_ep_ok(ea) || !fn || !h)
         return am_fail(AM_ERR_BAD_ARG, "not an endpoint, or NULL argument");
@@ -238,6 +247,7 @@ int AM2_SetHandlerAny(ep_t ea, handler_t *h, am2_handler_fn_t fn)
 
 int AM_GetNumHandlers(ep_t ea, int *n)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_ep_ok(ea) || !n)
         return am_fail(AM_ERR_BAD_ARG, "not an endpoint, or NULL result");
@@ -248,6 +258,7 @@ int AM_GetNumHandlers(ep_t ea, int *n)
 /* The table has a fixed size: asking for it is fine, anything else is not. */
 int AM_SetNumHandlers(ep_t ea, int n)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_ep_ok(ea) || n < 1)
         return am_fail(AM_ERR_BAD_ARG, "not an endpoint, or %d handlers", n);
@@ -273,6 +284,7 @@ void am_ret_push(struct am2_ep *ep, const struct am_wire *w, const en_t *dest, i
 
 int AMX_GetEndpointStatistics(ep_t ea, amx_stats_t *st)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_ep_ok(ea) || !st)
         return am_fail(AM_ERR_BAD_ARG, "not an endpoint, or NULL result");
@@ -282,6 +294,7 @@ int AMX_GetEndpointStatistics(ep_t ea, amx_stats_t *st)
 
 int AMX_DumpStatistics(void *f, ep_t ea)
 {
+    AM_API_LOCK();
     amx_stats_t s;
     int r = AMX_GetEndpointStatistics(ea, &s);
     if (r != AM_OK || !f)

@@ -188,6 +188,17 @@ struct am_global {
 };
 extern struct am_global am_g;
 
+/* AM_PAR: while a bundle of that type exists, every AM call holds one
+ * recursive process-wide lock (released when the call returns, by the
+ * cleanup attribute; AM_WaitSema drops it while it sleeps). Handlers run
+ * under it, so they may reply. AM_SEQ programs take no lock. */
+int am_api_lock(void);
+void am_api_unlock(int *locked);
+void am_api_sleep_begin(int locked);
+void am_api_sleep_end(int locked);
+#define AM_API_LOCK()                                                                      \
+    int am_locked_ __attribute__((cleanup(am_api_unlock), unused)) = am_api_lock()
+
 /* Record why a call fails; returns code. */
 int am_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define AM_CHECK_INIT()                                                                    \

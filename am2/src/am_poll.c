@@ -374,6 +374,7 @@ static struct am_token *tok_ok(void *token)
 
 int AM_GetSourceEndpoint(void *token, en_t *name)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     struct am_token *t = tok_ok(token);
     if (!t || !name)
@@ -384,6 +385,7 @@ int AM_GetSourceEndpoint(void *token, en_t *name)
 
 int AM_GetDestEndpoint(void *token, ep_t *endp)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     struct am_token *t = tok_ok(token);
     if (!t || !endp)
@@ -394,6 +396,7 @@ int AM_GetDestEndpoint(void *token, ep_t *endp)
 
 int AM_GetMsgTag(void *token, tag_t *tag)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     struct am_token *t = tok_ok(token);
     if (!t || !tag)
@@ -404,6 +407,7 @@ int AM_GetMsgTag(void *token, tag_t *tag)
 
 int AMX_GetSourceId(void *token, int *index)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     struct am_token *t = tok_ok(token);
     if (!t || !index)
@@ -416,6 +420,7 @@ int AMX_GetSourceId(void *token, int *index)
 
 int AMX_GetReturned(void *token, handler_t *handler, int *nargs, int32_t *args, size_t *nbytes)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     struct am_token *t = tok_ok(token);
     if (!t || !t->returned)

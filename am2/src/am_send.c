@@ -332,6 +332,7 @@ static int take_credit(struct am_peer *p, bool async)
 static int request(struct am2_ep *ep, int dest, int cat, handler_t h, void *src, size_t nbytes,
                    uint64_t off, bool async, int nargs, va_list ap)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_ep_ok(ep))
         return am_fail(AM_ERR_BAD_ARG, "not an endpoint");
@@ -424,6 +425,7 @@ int AM2_RequestXfer(ep_t ep, int dest, uintptr_t off, handler_t h, void *src, si
 static int reply(void *token, int cat, handler_t h, void *src, size_t nbytes, uint64_t off,
                  int nargs, va_list ap)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     struct am_token *t = token;
     if (!t || t != am_g.cur)

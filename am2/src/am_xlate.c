@@ -20,6 +20,7 @@ static int bad_index(struct am2_ep *ep, int i)
 
 int AM_Map(ep_t ea, int index, en_t name, tag_t tag)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_ep_ok(ea))
         return am_fail(AM_ERR_BAD_ARG, "not an endpoint");
@@ -41,6 +42,7 @@ int AM_Map(ep_t ea, int index, en_t name, tag_t tag)
 
 int AM_MapAny(ep_t ea, int *index, en_t name, tag_t tag)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_ep_ok(ea) || !index)
         return am_fail(AM_ERR_BAD_ARG, "not an endpoint, or NULL index");
@@ -56,6 +58,7 @@ int AM_MapAny(ep_t ea, int *index, en_t name, tag_t tag)
 
 int AM_UnMap(ep_t ea, int index)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_ep_ok(ea))
         return am_fail(AM_ERR_BAD_ARG, "not an endpoint");
@@ -81,6 +84,7 @@ int AM_UnMap(ep_t ea, int index)
 
 int AM_GetTranslationInuse(ep_t ea, int index)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_ep_ok(ea))
         return am_fail(AM_ERR_BAD_ARG, "not an endpoint");
@@ -91,6 +95,7 @@ int AM_GetTranslationInuse(ep_t ea, int index)
 
 int AM_GetTranslationTag(ep_t ea, int index, tag_t *tag)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_ep_ok(ea) || !tag)
         return am_fail(AM_ERR_BAD_ARG, "not an endpoint, or NULL tag");
@@ -104,6 +109,7 @@ int AM_GetTranslationTag(ep_t ea, int index, tag_t *tag)
 
 int AM_GetTranslationName(ep_t ea, int index, en_t *name)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_ep_ok(ea) || !name)
         return am_fail(AM_ERR_BAD_ARG, "not an endpoint, or NULL name");
@@ -117,6 +123,7 @@ int AM_GetTranslationName(ep_t ea, int index, en_t *name)
 
 int AM_MaxNumTranslations(int *ntrans)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!ntrans)
         return am_fail(AM_ERR_BAD_ARG, "NULL result");
@@ -126,6 +133,7 @@ int AM_MaxNumTranslations(int *ntrans)
 
 int AM_GetNumTranslations(ep_t ea, int *ntrans)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_ep_ok(ea) || !ntrans)
         return am_fail(AM_ERR_BAD_ARG, "not an endpoint, or NULL result");
@@ -137,6 +145,7 @@ int AM_GetNumTranslations(ep_t ea, int *ntrans)
  * the shrink (AM_ERR_IN_USE) rather than vanish. */
 int AM_SetNumTranslations(ep_t ea, int n)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_ep_ok(ea) || n < 1 || n > AM2_MAX_TRANSLATIONS)
         return am_fail(AM_ERR_BAD_ARG, "not an endpoint, or %d translations (1..%d)", n,
@@ -158,6 +167,7 @@ int AM_SetNumTranslations(ep_t ea, int n)
  * records. */
 int AM_SetExpectedResources(ep_t ea, int n_endpoints, int n_outstanding_requests)
 {
+    AM_API_LOCK();
     AM_CHECK_INIT();
     if (!am_ep_ok(ea) || n_endpoints < 0 || n_endpoints > AM2_MAX_TRANSLATIONS ||
         n_outstanding_requests < 0)
