@@ -348,12 +348,14 @@ static int request(struct am2_ep *ep, int dest, int cat, handler_t h, void *src,
         return r;
     struct am_xlate *x = &ep->xl[dest];
     w.tag = x->tag;
+    /* Polls below run handlers, which may change the table: keep a copy. */
+    const en_t name = x->name;
     /* An endpoint of this process, live or freed: no VI (am_local.c). */
-    if (x->name.pid == ep->name.pid && !memcmp(x->name.nic, ep->name.nic, 6)) {
+    if (name.pid == ep->name.pid && !memcmp(name.nic, ep->name.nic, 6)) {
         count_sent(ep, &w);
-        return am_local_send(ep, &x->name, &w, src);
+        return am_local_send(ep, &name, &w, src);
     }
-    if (!x->peer && !(x->peer = am_peer_get(ep, &x->name)))
+    if (!x->peer && !(x->peer = am_peer_get(ep, &name)))
         return am_fail(AM_ERR_RESOURCE, "out of memory");
     struct am_peer *p = x->peer;
     bool shm = am_shm_attach(p);
@@ -373,7 +375,7 @@ static int request(struct am2_ep *ep, int dest, int cat, handler_t h, void *src,
         return am_fail(AM_ERR_NOT_SENT, "no credit for the destination now");
     if (st) {
         /* Undeliverable before it left: back to handler 0 at the next poll. */
-        am_ret_push(ep, &w, &x->name, st);
+        am_ret_push(ep, &w, &name, st);
         return AM_OK;
     }
     count_sent(ep, &w);
@@ -388,7 +390,7 @@ static int request(struct am2_ep *ep, int dest, int cat, handler_t h, void *src,
     if (r != AM_OK)
         p->credits++;
     if (r != AM_OK && p->state == PEER_BROKEN) {
-        am_ret_push(ep, &w, &x->name, EBADENDPOINT);
+        am_ret_push(ep, &w, &name, EBADENDPOINT);
         return AM_OK;
     }
     return r;
