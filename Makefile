@@ -50,7 +50,7 @@ AM2_HELPERS:= $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/am2_*.c))
 INTERNAL_TESTS  := test_fw_link test_fw_pipeline test_fw_errors test_fw_rdma test_fw_hostile test_model
 INTERNAL_BENCHES:= vip_model
 # The multi-threaded tests, which check-tsan runs (those that exist).
-TSAN_TESTS := test_threads test_progress test_multi
+TSAN_TESTS := test_threads test_progress test_multi test_am2_vipl
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 

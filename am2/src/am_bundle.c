@@ -274,15 +274,19 @@ int AM_WaitSema(eb_t eb)
      * asked for; the completion taken is kept for AM_Poll. A short bound
      * lets pending connection requests be accepted while we wait. */
     uint64_t last_accept = am_now_ms();
+    VIP_ULONG shm_turn = 1;
     while (!eb->event && !bundle_has_work(eb)) {
         VIP_VI_HANDLE vi;
         VIP_BOOLEAN recvq;
-        /* Shared-memory messages ring no bell: with a queue, wake every ms. */
+        /* Shared-memory messages ring no bell: with a queue, look again
+         * after 1 ms, backing off to 8 ms while nothing comes. */
         bool shm = false;
         for (struct am2_ep *ep = eb->eps; ep; ep = ep->next)
             shm |= ep->shmq != NULL;
         am_api_sleep_begin(am_locked_);
-        VIP_RETURN rc = VipCQWait(eb->cq, shm ? 1 : 50, &vi, &recvq);
+        VIP_RETURN rc = VipCQWait(eb->cq, shm ? shm_turn : 50, &vi, &recvq);
+        if (shm_turn < 8)
+            shm_turn *= 2;
         am_api_sleep_end(am_locked_);
         if (rc == VIP_SUCCESS) {
             struct am_peer *p = am_peer_of_vi(eb, vi);
