@@ -65,6 +65,8 @@ int main(int argc, char **argv)
     CHECK(am2_spmd_startup(&argc, &argv, &eb, &ep) == AM_OK);
     int me = am2_spmd_rank(), n = am2_spmd_nranks();
     CHECK(n >= 1 && me >= 0 && me < n && am2_spmd_is_worker());
+    if (getenv("AM2_TEST_NRANKS")) /* the job the test meant to start */
+        CHECK(n == atoi(getenv("AM2_TEST_NRANKS")));
     CHECK(AM_SetHandler(ep, 0, returned) == AM_OK);
     CHECK(AM_SetHandler(ep, 1, ring_req) == AM_OK);
     CHECK(AM_SetHandler(ep, 2, ring_rep) == AM_OK);

@@ -3,6 +3,7 @@
  * tests/am2_spmd_worker to its end (exit 0); a rank that leaves with 3
  * ends the job with 3 while the others wait; a job that outlives amrun's
  * -t is killed (124); amrun's directory is gone afterwards in each case.
+ * And a job started as srun starts one (Slurm's variables, no amrun).
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -84,6 +85,46 @@ static void test_spmd_timeout(void)
     CU_ASSERT_EQUAL(amrun("2", "hang", "1", 10000), 124);
 }
 
+/* Started as srun would: SLURM_PROCID, SLURM_NTASKS, SLURM_JOB_ID, no
+ * amrun; the ranks find each other in a directory they make and remove. */
+static void test_spmd_slurm(void)
+{
+    enum { N = 3 };
+    char worker[PATH_MAX + 32], job[32], rank[8], dir[128];
+    snprintf(worker, sizeof worker, "%s/am2_spmd_worker", bindir);
+    snprintf(job, sizeof job, "t%d", (int)getpid());
+    snprintf(dir, sizeof dir, "/tmp/am2-job-%u-%s-0", (unsigned)getuid(), job);
+    pid_t pid[N] = {0};
+    for (int i = 0; i < N; i++) {
+        snprintf(rank, sizeof rank, "%d", i);
+        pid[i] = fork();
+        if (pid[i] == 0) {
+            setenv("SLURM_PROCID", rank, 1);
+            setenv("SLURM_NTASKS", "3", 1);
+            setenv("SLURM_JOB_ID", job, 1);
+            setenv("AM2_TEST_NRANKS", "3", 1);
+            setenv("AM2_NIC", tl_dev("via0"), 1);
+            unsetenv("SLURM_STEP_ID");
+            execl(worker, "am2_spmd_worker", "ok", (char *)NULL);
+            _exit(127);
+        }
+    }
+    uint64_t end = tl_now_ms() + 20000;
+    for (int i = 0; i < N; i++) {
+        int st = -1;
+        while (pid[i] > 0 && tl_now_ms() < end && waitpid(pid[i], &st, WNOHANG) == 0)
+            usleep(10000);
+        if (pid[i] > 0 && tl_now_ms() >= end) {
+            kill(pid[i], SIGKILL);
+            waitpid(pid[i], &st, 0);
+        }
+        CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        pid[i] = 0;
+    }
+    CU_ASSERT(access(dir, F_OK) != 0); /* rank 0 removed it */
+    rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     char self[PATH_MAX];
@@ -93,6 +134,7 @@ int main(int argc, char **argv)
     self[n] = 0;
     snprintf(bindir, sizeof bindir, "%s", dirname(self));
     static const struct tl_test tests[] = {TL_TEST(test_spmd_ok), TL_TEST(test_spmd_fail),
-                                           TL_TEST(test_spmd_timeout), TL_END};
+                                           TL_TEST(test_spmd_timeout), TL_TEST(test_spmd_slurm),
+                                           TL_END};
     return tl_main(argc, argv, "am2_spmd", tests);
 }

@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,11 +35,28 @@ static struct {
     uint8_t *gdst;
     size_t glen, got;
     void (*on_exit)(int);
+    char own_dir[256];   /* the job directory we made (no amrun) */
 } sp;
 
 int am2_spmd_rank(void) { return sp.up ? sp.rank : -1; }
 int am2_spmd_nranks(void) { return sp.up ? sp.nranks : 0; }
-int am2_spmd_is_worker(void) { return getenv("AM2_SPMD_RANK") != NULL; }
+/* Where the launcher says who we are: amrun, else Slurm (srun), else a
+ * PMI-style launcher (Hydra/MPICH; Open MPI's names). */
+static const char *const rank_vars[] = {"AM2_SPMD_RANK", "SLURM_PROCID", "PMI_RANK",
+                                        "OMPI_COMM_WORLD_RANK"};
+static const char *const size_vars[] = {"AM2_SPMD_NRANKS", "SLURM_NTASKS", "PMI_SIZE",
+                                        "OMPI_COMM_WORLD_SIZE"};
+static const char *const job_vars[] = {"AM2_SPMD_JOB", "SLURM_JOB_ID", "PMI_ID", "OMPI_MCA_ess_base_jobid"};
+
+static int launcher(void)
+{
+    for (int i = 0; i < 4; i++)
+        if (getenv(rank_vars[i]) && getenv(size_vars[i]))
+            return i;
+    return -1;
+}
+
+int am2_spmd_is_worker(void) { return launcher() >= 0; }
 
 static void h_arrive(void *token, int32_t phase)
 {
@@ -109,13 +127,29 @@ int am2_spmd_startup(int *argc, char ***argv, eb_t *eb, ep_t *ep)
         return am_fail(AM_ERR_IN_USE, "am2_spmd_startup was called already");
     if (!eb || !ep)
         return am_fail(AM_ERR_BAD_ARG, "NULL bundle or endpoint result");
-    sp.rank = env_int("AM2_SPMD_RANK", 0);
-    sp.nranks = env_int("AM2_SPMD_NRANKS", 1);
+    int l = launcher();
+    sp.rank = l < 0 ? 0 : env_int(rank_vars[l], 0);
+    sp.nranks = l < 0 ? 1 : env_int(size_vars[l], 1);
+    const char *jobv = l < 0 ? NULL : getenv(job_vars[l]);
     const char *dir = getenv("AM2_SPMD_DIR");
+    /* Other launchers give no directory: one per job and user under /tmp
+     * (the ranks share this host). */
+    char own[256];
+    if (!dir && l > 0 && jobv) {
+        const char *step = getenv("SLURM_STEP_ID");
+        snprintf(own, sizeof own, "/tmp/am2-job-%u-%.40s-%.20s", (unsigned)getuid(), jobv,
+                 step ? step : "0");
+        if (mkdir(own, 0700) && errno != EEXIST)
+            return am_fail(AM_ERR_RESOURCE, "mkdir %s: %s", own, strerror(errno));
+        dir = own;
+        snprintf(sp.own_dir, sizeof sp.own_dir, "%s", own);
+    }
     if (sp.nranks < 1 || sp.rank < 0 || sp.rank >= sp.nranks || (sp.nranks > 1 && !dir))
         return am_fail(AM_ERR_BAD_ARG, "rank %d of %d (AM2_SPMD_*; start the job with amrun)",
                        sp.rank, sp.nranks);
-    tag_t tag = (tag_t)strtoull(getenv("AM2_SPMD_JOB") ? getenv("AM2_SPMD_JOB") : "1", NULL, 10);
+    tag_t tag = 1;
+    for (const char *c = jobv ? jobv : ""; *c; c++) /* any job id string: a hash */
+        tag = tag * 1099511628211ull ^ (uint8_t)*c;
     if (tag == AM_NONE || tag == AM_ALL)
         tag = 1;
     en_t me;
@@ -142,7 +176,17 @@ int am2_spmd_startup(int *argc, char ***argv, eb_t *eb, ep_t *ep)
     sp.released = -1;
     *eb = sp.eb;
     *ep = sp.ep;
-    return am2_spmd_barrier();
+    r = am2_spmd_barrier();
+    /* Every name is read: the files can go (and a directory we made). */
+    if (r == AM_OK && sp.nranks > 1) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/rank.%d", dir, sp.rank);
+        unlink(path);
+        r = am2_spmd_barrier();
+        if (r == AM_OK && sp.rank == 0 && sp.own_dir[0])
+            rmdir(sp.own_dir);
+    }
+    return r;
 bad:
     AM_Terminate();
     memset(&sp, 0, sizeof sp);
