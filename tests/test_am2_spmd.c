@@ -90,7 +90,7 @@ static void test_spmd_timeout(void)
 static void test_spmd_slurm(void)
 {
     enum { N = 3 };
-    char worker[PATH_MAX + 32], job[32], rank[8], dir[128];
+    char worker[PATH_MAX + 32], job[32], rank[16], dir[128];
     snprintf(worker, sizeof worker, "%s/am2_spmd_worker", bindir);
     snprintf(job, sizeof job, "t%d", (int)getpid());
     snprintf(dir, sizeof dir, "/tmp/am2-job-%u-%s-0", (unsigned)getuid(), job);
