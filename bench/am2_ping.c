@@ -93,7 +93,7 @@ int main(int argc, char **argv)
             die("barrier");
         if (am2_spmd_rank() == 1)
             continue;
-        int warm = iters / 10;
+        int warm = iters / 10 > 200 ? iters / 10 : 200;
         size_t n = k ? sizes[k - 1] : 16;
         for (int i = -warm; i < iters; i++) {
             int want = replies + 1;
