@@ -13,7 +13,7 @@ OPT      ?= -O2
 SAN      ?=
 CFLAGS   ?=
 override CFLAGS += -std=c11 -Wall -Wextra -Werror $(OPT) -g -D_GNU_SOURCE -fPIC $(SAN) \
-	-Iinclude -Ivipl/include -Ivipl/src -Ilanai-fw/include -Ilanai-fw -Ikdriver -Iextensions
+	-Iinclude -Ivipl/include -Ivipl/src -Ilanai-fw/include -Ilanai-fw -Ikdriver -Iextensions -Iam2/include
 LDFLAGS  += $(SAN)
 SOVER    := 1
 VERSION  := 0.1.0
@@ -28,7 +28,8 @@ LIB_SRCS   := $(wildcard vipl/src/*.c) $(wildcard lanai-fw/*.c) $(wildcard exten
 	kdriver/ctl_sock.c
 VIPD_SRCS  := $(wildcard kdriver/kd_*.c) kdriver/ctl_sock.c lanai-fw/fw_profile.c
 VIPCTL_SRCS:= kdriver/vipctl.c kdriver/ctl_sock.c
-BENCH_SRCS := $(wildcard bench/*.c)
+BENCH_SRCS := $(filter-out bench/am2_%,$(wildcard bench/*.c))
+AM2_BENCH_SRCS := $(wildcard bench/am2_*.c)
 TEST_SRCS  := $(wildcard tests/test_*.c)
 # The firmware tests' fixture calls internals: only INTERNAL_TESTS link it.
 TFW_LIB    := tests/lib/tfw.c
@@ -36,12 +37,22 @@ TEST_LIB   := $(filter-out $(TFW_LIB),$(wildcard tests/lib/*.c))
 # The symbols libvipl.so exports: the API of vipl.h and vipl_ext.h, nothing else.
 LIB_MAP    := vipl/libvipl.map
 
+# libam2: Active Messages II over the public VIPL API (am2/), its SPMD
+# launcher amrun, and the programs that use it (tests/test_am2*, the
+# helper programs tests/am2_*.c run by them, bench/am2_*).
+AM2_SRCS   := $(wildcard am2/src/*.c)
+AM2_MAP    := am2/libam2.map
+AM2SO      := $(B)/lib/libam2.so.$(SOVER)
+AM2A       := $(B)/lib/libam2.a
+AMRUN      := $(B)/bin/amrun
+AM2_HELPERS:= $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/am2_*.c))
+
 # Tests and benchmarks that call library internals (fw_*, vipl_*, ...), which
 # libvipl.so does not export: they link libvipl.a instead.
 INTERNAL_TESTS  := test_fw_link test_fw_pipeline test_fw_errors test_fw_rdma test_fw_hostile test_model test_fw_cq test_ext
 INTERNAL_BENCHES:= vip_model
 # The multi-threaded tests, which check-tsan runs (those that exist).
-TSAN_TESTS := test_threads test_progress test_multi test_fw_cq test_cq
+TSAN_TESTS := test_threads test_progress test_multi test_fw_cq test_cq test_am2_vipl
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
@@ -59,6 +70,8 @@ OLDVIA := $(B)/tests/mp_bench
 COMPAT_PROGS := $(patsubst tests/compat/%.c,$(B)/tests/compat/%,$(wildcard tests/compat/*.c))
 BENCHES_A := $(filter $(patsubst %,$(B)/bin/%,$(INTERNAL_BENCHES)),$(BENCHES))
 TESTS_A   := $(filter $(patsubst %,$(B)/tests/%,$(INTERNAL_TESTS)),$(TESTS))
+TESTS_AM2 := $(filter $(B)/tests/test_am2%,$(TESTS))
+AM2_BENCHES := $(patsubst bench/%.c,$(B)/bin/%,$(AM2_BENCH_SRCS))
 
 # Empty when CUnit's header is missing: then `all` skips the tests.
 HAVE_CUNIT := $(shell $(CC) $(CFLAGS) -E -include CUnit/CUnit.h -x c /dev/null >/dev/null 2>&1 && echo y)
@@ -72,8 +85,9 @@ else
 all: progs testprogs
 endif
 # everything but the tests (which need CUnit)
-progs: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(BENCHES) $(B)/lib/pkgconfig/vipl.pc
-testprogs: $(TESTS) $(OLDVIA) $(COMPAT_PROGS)
+progs: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(BENCHES) $(B)/lib/pkgconfig/vipl.pc \
+	$(AM2SO) $(AM2A) $(AMRUN) $(AM2_BENCHES) $(B)/lib/pkgconfig/am2.pc
+testprogs: $(TESTS) $(OLDVIA) $(COMPAT_PROGS) $(AM2_HELPERS)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -109,7 +123,7 @@ $(BENCHES_A): $(B)/bin/%: $(B)/obj/bench/%.o $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBA) -lpthread -lm
 
-$(filter-out $(TESTS_A),$(TESTS)): $(B)/tests/%: $(B)/obj/tests/%.o $(call obj,$(TEST_LIB)) $(LIBSO)
+$(filter-out $(TESTS_A) $(TESTS_AM2),$(TESTS)): $(B)/tests/%: $(B)/obj/tests/%.o $(call obj,$(TEST_LIB)) $(LIBSO)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(call obj,$(TEST_LIB)) -L$(B)/lib -lvipl \
 		-Wl,-rpath,'$$ORIGIN/../lib' -lcunit -lpthread -ldl -lm
@@ -117,6 +131,37 @@ $(filter-out $(TESTS_A),$(TESTS)): $(B)/tests/%: $(B)/obj/tests/%.o $(call obj,$
 $(TESTS_A): $(B)/tests/%: $(B)/obj/tests/%.o $(call obj,$(TEST_LIB) $(TFW_LIB)) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(call obj,$(TEST_LIB) $(TFW_LIB)) $(LIBA) -lcunit -lpthread -lm
+
+$(AM2SO): $(call obj,$(AM2_SRCS)) $(AM2_MAP) $(LIBSO)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,libam2.so.$(SOVER) -Wl,--version-script=$(AM2_MAP) $(LDFLAGS) \
+		-o $@ $(filter %.o,$^) -L$(B)/lib -lvipl -Wl,-rpath,'$$ORIGIN'
+	ln -sf libam2.so.$(SOVER) $(B)/lib/libam2.so
+
+$(AM2A): $(call obj,$(AM2_SRCS))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(AMRUN): $(B)/obj/am2/tools/amrun.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $<
+
+$(TESTS_AM2): $(B)/tests/%: $(B)/obj/tests/%.o $(call obj,$(TEST_LIB)) $(AM2SO) $(AMRUN)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(call obj,$(TEST_LIB)) -L$(B)/lib -lam2 -lvipl \
+		-Wl,-rpath,'$$ORIGIN/../lib' -lcunit -lpthread -ldl -lm
+
+$(AM2_HELPERS): $(B)/tests/%: $(B)/obj/tests/%.o $(AM2SO)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/lib -lam2 -lvipl -Wl,-rpath,'$$ORIGIN/../lib' -lm
+
+$(AM2_BENCHES): $(B)/bin/%: $(B)/obj/bench/%.o $(AM2SO)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/lib -lam2 -lvipl -Wl,-rpath,'$$ORIGIN/../lib' -lm
+
+$(B)/lib/pkgconfig/am2.pc: am2/am2.pc.in
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
 
 $(OLDVIA): $(wildcard tests/oldvia/*.[ch]) $(LIBSO)
 	@mkdir -p $(dir $@)

@@ -15,6 +15,8 @@
 #                       (vs fi_pingpong; wake-up and delivery vs a pipe and UDP)
 #   5. plots (if gnuplot is installed)               -> results/native_latency.png,
 #                                                       results/native_bandwidth.png
+#   6. AM-II: run_am2.sh (am2_ping, am2_bulk under amrun; native, sbus, pci;
+#      NIC and shared memory)                       -> results/am2_*
 # and prints the comparison table at the end. Every data file starts with
 # '#' lines stating what was measured and in which units. The results
 # directory is bench/results unless RESULTS is set.
@@ -55,7 +57,7 @@ trap 'bench_cleanup; rm -rf "$WORK"' EXIT
 trap 'exit 130' INT TERM
 
 START=$(date +%s)
-step() { say "[$1/5] $2   ($(($(date +%s) - START)) s)"; }
+step() { say "[$1/6] $2   ($(($(date +%s) - START)) s)"; }
 
 step 0 "paced profiles sbus and pci: run_paced.sh"
 PARGS=()
@@ -138,10 +140,21 @@ else
     say "      gnuplot not found (Debian: gnuplot-nox): no plots"
 fi
 
+step 6 "AM-II: run_am2.sh"
+AARGS=()
+[ "$QUICK" = 1 ] && AARGS=(--quick)
+if ! B="$B" RESULTS="$RES" "$HERE/run_am2.sh" "${AARGS[@]}" >"$WORK/am2.out"; then
+    say "error: run_am2.sh failed"
+    exit 1
+fi
+
 say "done in $(($(date +%s) - START)) s; data in $RES"
 echo
 echo "=============== paced profiles: the 1998 LANai 4 models ==============="
 cat "$RES/paced_summary.txt"
+echo
+echo "=============== AM-II over the NIC and shared memory (one-way = round trip / 2) ==============="
+cat "$RES/am2_summary.txt"
 echo
 echo "=============== native profile: this machine, vs libfabric shm ==============="
 if [ -f "$RES/native_compare.txt" ]; then

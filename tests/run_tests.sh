@@ -52,6 +52,14 @@ cleanup() {
         wait "$vipd_pid" 2>/dev/null
     fi
     rm -rf "$dir"
+    # AM-2 shared-memory queues (/dev/shm/am2-<pid hex>-<id>) of test
+    # processes that died before AM_Terminate.
+    for f in /dev/shm/am2-*; do
+        [ -O "$f" ] || continue
+        p=${f#/dev/shm/am2-}
+        p=${p%%-*}
+        kill -0 "$((0x$p))" 2>/dev/null || rm -f "$f"
+    done
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -82,6 +90,7 @@ failures=""
 
 # The conformance tests of the matrix: binary, or binary:ERE of its tests.
 MATRIX_TESTS="test_basic test_pingpong test_multi test_ext test_rdma test_compat
+test_am2_vipl:^test_vipl_(roundtrips|returns|credits)\$
 test_progress:^test_cq_(pingpong|stream)_(poll|wait)_native\$
 test_conf_mem test_conf_vi test_conf_post test_conf_cq test_conf_notify test_conf_error"
 
@@ -214,10 +223,19 @@ for combo in $combos; do
     TL_PROFILE=${combo%/*}
     VIP_EXT_MODE=${combo#*/}
     TL_SCALE=$mscale
-    export TL_PROFILE VIP_EXT_MODE TL_SCALE
+    AM2_SHM=0 # the AM-2 tests through the paced NICs, not shared memory
+    export TL_PROFILE VIP_EXT_MODE TL_SCALE AM2_SHM
     # shellcheck disable=SC2086
     run_suite " [$combo]" $MATRIX_TESTS
 done
+# The AM-2 tests again with peers on this host talking through the NIC
+# (AM2_SHM=0) instead of shared memory (the default).
+if [ "$matrix" != none ]; then
+    echo "-- AM2_SHM=0"
+    TL_PROFILE=native VIP_EXT_MODE=standard TL_SCALE=$scale AM2_SHM=0
+    export TL_PROFILE VIP_EXT_MODE TL_SCALE AM2_SHM
+    run_suite " [AM2_SHM=0]" test_am2_vipl test_am2_spmd
+fi
 echo "(all runs: $(($(date +%s) - t0)) s)"
 
 if ! "$VIPCTL" -s "$VIPD_SOCKET" ping >/dev/null 2>&1; then

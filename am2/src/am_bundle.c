@@ -1,0 +1,330 @@
+/*
+ * am_bundle.c - AM_Init/AM_Terminate, bundles, the event mask,
+ * AM_WaitSema and AM_Poll, and the error reason of the last call.
+ *
+ * The process opens one NIC (AM2_NIC, default via0) and one ptag at the
+ * first AM_Init. A bundle owns the completion queue every VI of its
+ * endpoints completes receives on, so AM_Poll drains one queue and
+ * AM_WaitSema sleeps in one VipCQWait.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "am_int.h"
+
+struct am_global am_g;
+
+/* ---- AM_PAR: one recursive lock while a parallel bundle exists ------------------- */
+
+static pthread_mutex_t am_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static atomic_int am_npar;
+
+int am_api_lock(void)
+{
+    if (!atomic_load_explicit(&am_npar, memory_order_acquire))
+        return 0;
+    pthread_mutex_lock(&am_lock);
+    return 1;
+}
+
+void am_api_unlock(int *locked)
+{
+    if (*locked)
+        pthread_mutex_unlock(&am_lock);
+}
+
+void am_api_sleep_begin(int locked)
+{
+    if (locked)
+        pthread_mutex_unlock(&am_lock);
+}
+
+void am_api_sleep_end(int locked)
+{
+    if (locked)
+        pthread_mutex_lock(&am_lock);
+}
+
+static _Thread_local char am_err[256];
+
+int am_fail(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(am_err, sizeof am_err, fmt, ap);
+    va_end(ap);
+    if (getenv("AM2_DEBUG"))
+        fprintf(stderr, "am2: %s\n", am_err);
+    return code;
+}
+
+const char *AMX_LastError(void) { return am_err; }
+
+uint64_t am_now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+static unsigned env_ms(const char *name, unsigned dflt)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return dflt;
+    char *end;
+    unsigned long v = strtoul(s, &end, 10);
+    return *end || v > 3600000ul ? dflt : (unsigned)v;
+}
+
+/* VIPL's asynchronous errors (a peer's connection lost, mostly) are
+ * AM's to handle: the VI's receives complete in error and the peer is
+ * marked broken (am_conn.c). Say them only when asked. */
+static void vi_error(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e)
+{
+    (void)ctx;
+    if (getenv("AM2_DEBUG"))
+        fprintf(stderr, "am2: VIPL error %d on VI %p\n", (int)e->ErrorCode, e->ViHandle);
+}
+
+int AM_Init(void)
+{
+    AM_API_LOCK();
+    if (am_g.init > 0) {
+        am_g.init++;
+        return AM_OK;
+    }
+    const char *dev = getenv("AM2_NIC");
+    if (!dev || !*dev)
+        dev = "via0";
+    VIP_RETURN rc = VipOpenNic(dev, &am_g.nic);
+    if (rc != VIP_SUCCESS)
+        return am_fail(AM_ERR_RESOURCE, "VipOpenNic(%s) failed with code %d", dev, (int)rc);
+    if ((rc = VipQueryNic(am_g.nic, &am_g.attr)) != VIP_SUCCESS ||
+        (rc = VipCreatePtag(am_g.nic, &am_g.ptag)) != VIP_SUCCESS) {
+        VipCloseNic(am_g.nic);
+        return am_fail(AM_ERR_RESOURCE, "opening %s: code %d", dev, (int)rc);
+    }
+    if (!(am_g.attr.ReliabilityLevelSupport & VIP_SERVICE_RELIABLE_DELIVERY)) {
+        VipDestroyPtag(am_g.nic, am_g.ptag);
+        VipCloseNic(am_g.nic);
+        return am_fail(AM_ERR_RESOURCE, "%s offers no reliable delivery", dev);
+    }
+    VipErrorCallback(am_g.nic, NULL, vi_error);
+    am_g.connect_ms = env_ms("AM2_CONNECT_MS", 10000);
+    am_g.shm = !getenv("AM2_SHM") || strcmp(getenv("AM2_SHM"), "0") != 0;
+    am_g.congestion_ms = env_ms("AM2_CONGESTION_MS", 30000);
+    am_g.init = 1;
+    return AM_OK;
+}
+
+int AM_Terminate(void)
+{
+    AM_API_LOCK();
+    AM_CHECK_INIT();
+    if (am_g.cur)
+        return am_fail(AM_ERR_IN_USE, "AM_Terminate inside a handler");
+    if (am_g.init > 1) {
+        am_g.init--;
+        return AM_OK;
+    }
+    while (am_g.bundles)
+        AM_FreeBundle(am_g.bundles);
+    VipDestroyPtag(am_g.nic, am_g.ptag);
+    VipCloseNic(am_g.nic);
+    memset(&am_g, 0, sizeof am_g);
+    return AM_OK;
+}
+
+bool am_bundle_ok(eb_t eb)
+{
+    for (struct am2_bundle *b = am_g.bundles; b; b = b->next)
+        if (b == eb)
+            return true;
+    return false;
+}
+
+int AM_AllocateBundle(int type, eb_t *endb)
+{
+    AM_API_LOCK();
+    AM_CHECK_INIT();
+    if (!endb || (type != AM_SEQ && type != AM_PAR))
+        return am_fail(AM_ERR_BAD_ARG, "bundle type %d (AM_SEQ or AM_PAR) or NULL result", type);
+    struct am2_bundle *b = calloc(1, sizeof *b);
+    if (!b)
+        return am_fail(AM_ERR_RESOURCE, "out of memory");
+    b->type = type;
+    b->mask = AM_NOEVENTS;
+    unsigned long n = am_g.attr.MaxCQEntries;
+    b->cq_entries = n > 16384 ? 16384 : n;
+    VIP_RETURN rc = VipCreateCQ(am_g.nic, b->cq_entries, &b->cq);
+    if (rc != VIP_SUCCESS) {
+        free(b);
+        return am_fail(AM_ERR_RESOURCE, "VipCreateCQ failed with code %d", (int)rc);
+    }
+    b->next = am_g.bundles;
+    am_g.bundles = b;
+    *endb = b;
+    /* Allocate AM_PAR bundles before the threads that share them start:
+     * calls already under way when the first appears took no lock. */
+    if (type == AM_PAR)
+        atomic_fetch_add(&am_npar, 1);
+    return AM_OK;
+}
+
+int AM_FreeBundle(eb_t eb)
+{
+    AM_API_LOCK();
+    AM_CHECK_INIT();
+    if (!am_bundle_ok(eb))
+        return am_fail(AM_ERR_BAD_ARG, "not a bundle");
+    if (am_g.cur && am_g.cur->ep->eb == eb)
+        return am_fail(AM_ERR_IN_USE, "AM_FreeBundle of the bundle whose handler runs");
+    while (eb->eps)
+        AM_FreeEndpoint(eb->eps);
+    for (struct am2_bundle **pp = &am_g.bundles; *pp; pp = &(*pp)->next)
+        if (*pp == eb) {
+            *pp = eb->next;
+            break;
+        }
+    VipDestroyCQ(eb->cq);
+    free(eb->stash);
+    if (eb->type == AM_PAR && atomic_fetch_sub(&am_npar, 1) == 1 && am_locked_) {
+        /* the last one: later calls take no lock; release ours now */
+        pthread_mutex_unlock(&am_lock);
+        am_locked_ = 0;
+    }
+    free(eb);
+    return AM_OK;
+}
+
+/* An endpoint's VIs complete on its bundle's CQ, chosen when they were
+ * created: one that has VIs cannot move. */
+int AM_MoveEndpoint(ep_t ea, eb_t from, eb_t to)
+{
+    AM_API_LOCK();
+    AM_CHECK_INIT();
+    if (!am_ep_ok(ea) || !am_bundle_ok(from) || !am_bundle_ok(to) || ea->eb != from)
+        return am_fail(AM_ERR_BAD_ARG, "bad endpoint or bundle, or the endpoint is not in it");
+    if (from == to)
+        return AM_OK;
+    for (struct am_peer *p = ea->peers; p; p = p->next)
+        if (p->vi)
+            return am_fail(AM_ERR_IN_USE,
+                           "the endpoint has VIs on its bundle's completion queue");
+    for (struct am2_ep **pp = &from->eps; *pp; pp = &(*pp)->next)
+        if (*pp == ea) {
+            *pp = ea->next;
+            break;
+        }
+    ea->eb = to;
+    ea->next = to->eps;
+    to->eps = ea;
+    return AM_OK;
+}
+
+int AM_SetEventMask(eb_t eb, int mask)
+{
+    AM_API_LOCK();
+    AM_CHECK_INIT();
+    if (!am_bundle_ok(eb) || (mask != AM_NOEVENTS && mask != AM_NOTEMPTY))
+        return am_fail(AM_ERR_BAD_ARG, "bad bundle or mask %d", mask);
+    eb->mask = mask;
+    eb->event = 0;
+    return AM_OK;
+}
+
+int AM_GetEventMask(eb_t eb, int *mask)
+{
+    AM_API_LOCK();
+    AM_CHECK_INIT();
+    if (!am_bundle_ok(eb) || !mask)
+        return am_fail(AM_ERR_BAD_ARG, "bad bundle or NULL mask");
+    *mask = eb->mask;
+    return AM_OK;
+}
+
+/* Is anything already waiting for AM_Poll? */
+static bool bundle_has_work(struct am2_bundle *eb)
+{
+    if (eb->nstash)
+        return true;
+    for (struct am2_ep *ep = eb->eps; ep; ep = ep->next)
+        if (ep->rets || ep->localq || am_shm_pending(ep))
+            return true;
+    return false;
+}
+
+int AM_WaitSema(eb_t eb)
+{
+    AM_API_LOCK();
+    AM_CHECK_INIT();
+    if (!am_bundle_ok(eb))
+        return am_fail(AM_ERR_BAD_ARG, "not a bundle");
+    if (am_g.cur)
+        return am_fail(AM_ERR_BAD_ARG, "AM_WaitSema inside a handler");
+    if (eb->mask == AM_NOEVENTS)
+        return am_fail(AM_ERR_BAD_ARG, "no event is armed (AM_SetEventMask(AM_NOTEMPTY))");
+    /* Sleep in the CQ until a receive completes or a connection is
+     * asked for; the completion taken is kept for AM_Poll. A short bound
+     * lets pending connection requests be accepted while we wait. */
+    uint64_t last_accept = am_now_ms();
+    VIP_ULONG shm_turn = 1;
+    while (!eb->event && !bundle_has_work(eb)) {
+        VIP_VI_HANDLE vi;
+        VIP_BOOLEAN recvq;
+        /* Shared-memory messages ring no bell: with a queue, look again
+         * after 1 ms, backing off to 8 ms while nothing comes. */
+        bool shm = false;
+        for (struct am2_ep *ep = eb->eps; ep; ep = ep->next)
+            shm |= ep->shmq != NULL;
+        am_api_sleep_begin(am_locked_);
+        VIP_RETURN rc = VipCQWait(eb->cq, shm ? shm_turn : 50, &vi, &recvq);
+        if (shm_turn < 8)
+            shm_turn *= 2;
+        am_api_sleep_end(am_locked_);
+        if (rc == VIP_SUCCESS) {
+            struct am_peer *p = am_peer_of_vi(eb, vi);
+            VIP_DESCRIPTOR *d;
+            if (p && recvq && VipRecvDone(vi, &d) == VIP_SUCCESS) {
+                if (eb->nstash == eb->capstash) {
+                    int cap = eb->capstash ? 2 * eb->capstash : 64;
+                    struct am_stash *s = realloc(eb->stash, (size_t)cap * sizeof *s);
+                    if (!s)
+                        return am_fail(AM_ERR_RESOURCE, "out of memory");
+                    eb->stash = s;
+                    eb->capstash = cap;
+                }
+                eb->stash[eb->nstash++] = (struct am_stash){p, d};
+            }
+            break;
+        }
+        if (rc != VIP_TIMEOUT)
+            return am_fail(AM_ERR_RESOURCE, "VipCQWait failed with code %d", (int)rc);
+        if (am_now_ms() - last_accept >= 50) { /* a call to vipd: not every ms */
+            last_accept = am_now_ms();
+            for (struct am2_ep *ep = eb->eps; ep; ep = ep->next)
+                am_accept_pending(ep);
+        }
+    }
+    eb->mask = AM_NOEVENTS;
+    eb->event = 0;
+    return AM_OK;
+}
+
+int AM_Poll(eb_t eb)
+{
+    AM_API_LOCK();
+    AM_CHECK_INIT();
+    if (!am_bundle_ok(eb))
+        return am_fail(AM_ERR_BAD_ARG, "not a bundle");
+    if (am_g.cur)
+        return am_fail(AM_ERR_BAD_ARG, "AM_Poll inside a handler");
+    int n = am_poll_bundle(eb, 256);
+    return n < 0 ? AM_ERR_RESOURCE : AM_OK;
+}

@@ -1,0 +1,266 @@
+/*
+ * am_conn.c - peers: the VI to one remote endpoint, its pre-posted
+ * receives, and the connection set-up by name.
+ *
+ * Every endpoint listens on (its NIC, its discriminator). To reach a peer
+ * an endpoint asks with VipConnectRequest, giving its own listening
+ * address as the local one, so the side that accepts learns from the
+ * request who asks. Either side may ask first and both may ask at once,
+ * and a request blocks, so neither may wait long: the endpoint whose name
+ * is larger asks in short turns (5 ms) and between turns accepts what is
+ * pending for it; the smaller asks in longer turns (50 ms), during which
+ * the larger finds its request pending and accepts it. One side always
+ * gets through, and each side stops asking once connected, so a pair
+ * never has two VIs. Requests left pending when a process is not in an
+ * AM call wait for it in vipd (connections.md), as VIA lets them.
+ *
+ * Receives are posted before the VI connects, as VIA allows, so the first
+ * message (HELLO: the sender's segment) always finds one.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "am_int.h"
+
+const char *const am_peer_state_name[PEER_NSTATES] = {
+    [PEER_IDLE] = "idle", [PEER_CONNECTED] = "connected", [PEER_BROKEN] = "broken"};
+
+void am_en_disc(const en_t *name, char out[17])
+{
+    snprintf(out, 17, "a%08x%06x", (unsigned)name->pid, (unsigned)(name->id & 0xFFFFFFu));
+}
+
+static bool en_from_addr(const VIP_NET_ADDRESS *a, en_t *name)
+{
+    const uint8_t *b = (const uint8_t *)a + offsetof(VIP_NET_ADDRESS, HostAddress);
+    char disc[17] = {0};
+    unsigned pid, id;
+    if (a->HostAddressLen != 6 || a->DiscriminatorLen != 15)
+        return false;
+    memcpy(disc, b + 6, 15);
+    if (sscanf(disc, "a%8x%6x", &pid, &id) != 2)
+        return false;
+    memset(name, 0, sizeof *name);
+    memcpy(name->nic, b, 6);
+    name->magic = AM2_EN_MAGIC;
+    name->pid = pid;
+    name->id = id;
+    return true;
+}
+
+struct am_peer *am_peer_find(struct am2_ep *ep, const en_t *name)
+{
+    for (struct am_peer *p = ep->peers; p; p = p->next)
+        if (memcmp(&p->name, name, sizeof *name) == 0)
+            return p;
+    return NULL;
+}
+
+struct am_peer *am_peer_get(struct am2_ep *ep, const en_t *name)
+{
+    struct am_peer *p = am_peer_find(ep, name);
+    if (p)
+        return p;
+    p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->ep = ep;
+    p->name = *name;
+    p->xidx = -1;
+    p->credits = AM_CREDITS;
+    for (int i = 0; i < ep->nxl; i++)
+        if (ep->xl[i].inuse && memcmp(&ep->xl[i].name, name, sizeof *name) == 0) {
+            ep->xl[i].peer = p;
+            if (p->xidx < 0)
+                p->xidx = i;
+        }
+    p->next = ep->peers;
+    ep->peers = p;
+    return p;
+}
+
+struct am_peer *am_peer_of_vi(struct am2_bundle *eb, VIP_VI_HANDLE vi)
+{
+    for (struct am2_ep *ep = eb->eps; ep; ep = ep->next)
+        for (struct am_peer *p = ep->peers; p; p = p->next)
+            if (p->vi == vi)
+                return p;
+    return NULL;
+}
+
+int am_peer_repost(struct am_peer *p, VIP_DESCRIPTOR *d)
+{
+    size_t i = (size_t)(d - p->rdesc);
+    memset(d, 0, sizeof *d);
+    d->CS.SegCount = 1;
+    d->DS[0].Local.Data.Address = p->rbuf + i * AM_SLOT;
+    d->DS[0].Local.Handle = p->rmh;
+    d->DS[0].Local.Length = (VIP_UINT32)AM_SLOT;
+    VIP_RETURN rc = VipPostRecv(p->vi, d, p->rmh);
+    return rc == VIP_SUCCESS ? AM_OK
+                             : am_fail(AM_ERR_RESOURCE, "VipPostRecv failed with code %d", (int)rc);
+}
+
+/* A VI on the bundle's CQ with its receives posted. */
+static int peer_make_vi(struct am_peer *p)
+{
+    if (p->vi)
+        return AM_OK;
+    struct am2_bundle *eb = p->ep->eb;
+    if (eb->cq_used + AM_NRECV > eb->cq_entries) {
+        unsigned long n = eb->cq_entries * 2;
+        if (n > am_g.attr.MaxCQEntries ||
+            VipResizeCQ(eb->cq, n) != VIP_SUCCESS)
+            return am_fail(AM_ERR_RESOURCE, "the bundle's completion queue is full (%lu)",
+                           eb->cq_entries);
+        eb->cq_entries = n;
+    }
+    size_t len = AM_NRECV * (sizeof(VIP_DESCRIPTOR) + AM_SLOT);
+    uint8_t *mem = aligned_alloc(4096, (len + 4095) & ~(size_t)4095);
+    if (!mem)
+        return am_fail(AM_ERR_RESOURCE, "out of memory");
+    memset(mem, 0, len);
+    VIP_MEM_ATTRIBUTES ma = {.Ptag = am_g.ptag};
+    VIP_RETURN rc = VipRegisterMem(am_g.nic, mem, len, &ma, &p->rmh);
+    if (rc != VIP_SUCCESS) {
+        free(mem);
+        return am_fail(AM_ERR_RESOURCE, "VipRegisterMem of receive buffers: %d", (int)rc);
+    }
+    p->rdesc = (VIP_DESCRIPTOR *)mem;
+    p->rbuf = mem + AM_NRECV * sizeof(VIP_DESCRIPTOR);
+    unsigned long mts = AM2_MAX_LONG > AM_SLOT ? AM2_MAX_LONG : AM_SLOT;
+    if (mts > am_g.attr.MaxTransferSize)
+        mts = am_g.attr.MaxTransferSize;
+    VIP_VI_ATTRIBUTES va = {.ReliabilityLevel = VIP_SERVICE_RELIABLE_DELIVERY,
+                            .MaxTransferSize = mts,
+                            .Ptag = am_g.ptag,
+                            .EnableRdmaWrite = VIP_TRUE};
+    rc = VipCreateVi(am_g.nic, &va, NULL, eb->cq, &p->vi);
+    if (rc != VIP_SUCCESS) {
+        VipDeregisterMem(am_g.nic, mem, p->rmh);
+        free(mem);
+        p->rdesc = NULL;
+        p->vi = NULL;
+        return am_fail(AM_ERR_RESOURCE, "VipCreateVi failed with code %d", (int)rc);
+    }
+    for (int i = 0; i < AM_NRECV; i++)
+        if (am_peer_repost(p, &p->rdesc[i]) != AM_OK)
+            return AM_ERR_RESOURCE;
+    eb->cq_used += AM_NRECV;
+    return AM_OK;
+}
+
+static void peer_up(struct am_peer *p)
+{
+    struct am2_ep *ep = p->ep;
+    p->state = PEER_CONNECTED;
+    ep->st.connections++;
+    struct am_wire w = {.kind = AMW_HELLO,
+                        .offset = (uint64_t)(uintptr_t)ep->seg,
+                        .seg_len = ep->seg_len,
+                        .seg_mh = ep->seg_mh,
+                        .seg_gen = ep->seg_gen};
+    am_send_ctl(p, &w, NULL, 0);
+}
+
+void am_peer_broken(struct am_peer *p, const char *why)
+{
+    if (p->state != PEER_BROKEN && getenv("AM2_DEBUG"))
+        fprintf(stderr, "am2: the VI to endpoint %08x.%06x is broken: %s\n",
+                (unsigned)p->name.pid, (unsigned)p->name.id, why);
+    p->state = PEER_BROKEN;
+}
+
+void am_accept_pending(struct am2_ep *ep)
+{
+    for (;;) {
+        struct {
+            VIP_NET_ADDRESS a;
+            uint8_t room[64];
+        } ra;
+        memset(&ra, 0, sizeof ra);
+        VIP_VI_ATTRIBUTES rattr;
+        VIP_CONN_HANDLE conn;
+        if (VipConnectWait(am_g.nic, ep->listen, 0, &ra.a, &rattr, &conn) != VIP_SUCCESS)
+            return;
+        en_t name;
+        struct am_peer *p = NULL;
+        if (en_from_addr(&ra.a, &name))
+            p = am_peer_get(ep, &name);
+        if (!p || p->state != PEER_IDLE || peer_make_vi(p) != AM_OK) {
+            VipConnectReject(conn);
+            continue;
+        }
+        VIP_RETURN rc = VipConnectAccept(conn, p->vi);
+        if (rc == VIP_SUCCESS)
+            peer_up(p);
+        else if (rc == VIP_INVALID_RELIABILITY_LEVEL || rc == VIP_INVALID_STATE ||
+                 rc == VIP_INVALID_MTU)
+            VipConnectReject(conn); /* the request still waits: refuse it */
+        /* else the request is gone (its asker gave up): it will ask again */
+    }
+}
+
+int am_peer_connect(struct am_peer *p, uint64_t deadline)
+{
+    if (p->state == PEER_CONNECTED)
+        return AM_OK;
+    if (p->state == PEER_BROKEN)
+        return EBADENDPOINT;
+    if (peer_make_vi(p) != AM_OK)
+        return EUNREACHABLE;
+    struct am2_ep *ep = p->ep;
+    struct {
+        VIP_NET_ADDRESS a;
+        uint8_t room[32];
+    } ra;
+    memset(&ra, 0, sizeof ra);
+    ra.a.HostAddressLen = 6;
+    ra.a.DiscriminatorLen = 15;
+    uint8_t *hb = (uint8_t *)&ra.a + offsetof(VIP_NET_ADDRESS, HostAddress);
+    char disc[17];
+    am_en_disc(&p->name, disc);
+    memcpy(hb, p->name.nic, 6);
+    memcpy(hb + 6, disc, 15);
+    bool larger = memcmp(&ep->name, &p->name, sizeof ep->name) > 0;
+    for (;;) {
+        VIP_VI_ATTRIBUTES rattr;
+        VIP_RETURN rc = VipConnectRequest(p->vi, ep->listen, &ra.a, larger ? 5 : 50, &rattr);
+        if (rc == VIP_SUCCESS) {
+            peer_up(p);
+            return AM_OK;
+        }
+        if (rc != VIP_TIMEOUT && rc != VIP_NO_MATCH && rc != VIP_REJECT) {
+            am_fail(AM_ERR_RESOURCE, "VipConnectRequest failed with code %d", (int)rc);
+            return EUNREACHABLE;
+        }
+        am_accept_pending(ep);
+        if (p->state == PEER_CONNECTED)
+            return AM_OK;
+        if (!am_g.cur)
+            am_poll_bundle(ep->eb, 16);
+        if (am_now_ms() >= deadline)
+            return EUNREACHABLE;
+    }
+}
+
+void am_peer_destroy(struct am_peer *p)
+{
+    am_shm_detach(p);
+    if (p->vi) {
+        VipDisconnect(p->vi);
+        VIP_DESCRIPTOR *d;
+        while (VipRecvDone(p->vi, &d) == VIP_SUCCESS)
+            ;
+        while (VipSendDone(p->vi, &d) == VIP_SUCCESS)
+            ;
+        VipDestroyVi(p->vi);
+        p->ep->eb->cq_used -= AM_NRECV;
+    }
+    if (p->rdesc) {
+        VipDeregisterMem(am_g.nic, p->rdesc, p->rmh);
+        free(p->rdesc);
+    }
+    free(p);
+}

@@ -1,0 +1,269 @@
+/*
+ * am_int.h - the insides of libam2: bundles, endpoints, peers (one VI
+ * each), the wire header, and the calls between the files.
+ *
+ *   am_bundle.c    AM_Init/Terminate, bundles, events, AM_WaitSema, errors
+ *   am_endpoint.c  endpoints, names, tags, segments, handlers, statistics
+ *   am_xlate.c     the translation table
+ *   am_conn.c      peers: VI, receive pool, connection set-up by name
+ *   am_send.c      requests and replies (short, medium, long), credits
+ *   am_poll.c      the completion queue, dispatch, return to sender
+ *   am_local.c     messages between endpoints of one process
+ *   am_shm.c       messages between processes of one host (shared memory)
+ *   am_spmd.c      SPMD start-up and collectives (am2_spmd.h)
+ *
+ * Only the public VIPL API (vipl.h) is used, as any VIPL program would.
+ */
+#ifndef AM_INT_H
+#define AM_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <vipl.h>
+
+#include "am2.h"
+
+#define AM2_EN_MAGIC 0xA2E1u
+
+/* Requests a peer may have outstanding to us (and we to it): the AM-II
+ * paper's K. Each VI keeps 2K+2 receives posted: K for requests (and
+ * returned replies), K for replies (and returns, acks), one for the
+ * HELLO, one of slack for the buffer a running handler still holds. */
+#define AM_CREDITS 16
+#define AM_NRECV (2 * AM_CREDITS + 2)
+#define AM_NSEND 64 /* send descriptors per endpoint (grown on demand) */
+
+/* ---- the wire --------------------------------------------------------------------- */
+
+enum am_kind {
+    AMW_REQUEST = 1, /* a request: handler runs; it answers with REPLY, ACK or RETURN */
+    AMW_REPLY,       /* restores the credit; its handler runs */
+    AMW_ACK,         /* restores the credit: the request handler did not reply */
+    AMW_RETURN,      /* an undeliverable message comes back (status) */
+    AMW_RET_ACK,     /* a returned reply was handled: restores the replier's peer's credit */
+    AMW_HELLO,       /* first message on a VI: the sender's segment */
+    AMW_SEG,         /* the sender's segment changed (a request: answered by SEG_ACK) */
+    AMW_SEG_ACK,
+    AMW_LONGDATA,    /* shared memory: a piece of a long message's data (am_shm.c) */
+    AMW_NKINDS
+};
+
+struct am_wire {
+    uint8_t kind;     /* enum am_kind */
+    uint8_t cat;      /* AM2_SHORT, AM2_MEDIUM, AM2_LONG */
+    uint8_t handler;
+    uint8_t nargs;
+    uint8_t rkind;    /* RETURN: the kind of the message returned */
+    uint8_t pad;
+    uint16_t status;  /* RETURN: EBAD... */
+    uint32_t nbytes;  /* medium: bytes after the header; long: bytes in the segment */
+    uint32_t seg_gen; /* long: the destination segment generation the sender used */
+    uint64_t tag;     /* the destination endpoint's tag, from the sender's table */
+    uint64_t offset;  /* long: dest_offset; HELLO/SEG: segment base */
+    uint64_t seg_len; /* HELLO/SEG: segment length */
+    uint32_t seg_mh;  /* HELLO/SEG: segment memory handle */
+    uint32_t pad2;
+    int32_t args[AM2_MAX_SHORT];
+};
+#define AM_SLOT (sizeof(struct am_wire) + AM2_MAX_MEDIUM)
+/* seg_gen of a long message the destination placed itself (shared memory) */
+#define AM_GEN_PLACED 0xFFFFFFFFu
+
+/* ---- peers: one VI to one remote endpoint ------------------------------------------------ */
+
+enum am_peer_state { PEER_IDLE, PEER_CONNECTED, PEER_BROKEN, PEER_NSTATES };
+extern const char *const am_peer_state_name[PEER_NSTATES];
+
+struct am2_ep;
+
+struct am_peer {
+    struct am_peer *next;    /* the endpoint's list */
+    struct am2_ep *ep;
+    en_t name;
+    int xidx;                /* our translation index for it, -1 if unmapped */
+    enum am_peer_state state;
+    VIP_VI_HANDLE vi;
+    VIP_DESCRIPTOR *rdesc;   /* AM_NRECV receive descriptors ... */
+    uint8_t *rbuf;           /* ... and their buffers, in the endpoint's pool */
+    VIP_MEM_HANDLE rmh;
+    int credits;             /* requests we may still send it */
+    int sends_out;           /* posted sends not yet taken back */
+    bool hello;              /* its HELLO arrived: we know its segment */
+    uint64_t seg_base, seg_len;
+    uint32_t seg_mh, seg_gen;
+    int seg_acks_owed;       /* our SEG messages it has not answered yet */
+    struct am_shmq *shmq;    /* its shared-memory queue, if on this host (am_shm.c) */
+    bool shm_tried;
+    struct am_pend *pend, *pend_tail; /* messages waiting for room in it */
+};
+
+/* ---- endpoints and bundles -------------------------------------------------------------- */
+
+struct am_xlate {
+    bool inuse;
+    en_t name;
+    tag_t tag;
+    struct am_peer *peer;    /* once a message went there or came from there */
+};
+
+/* A received message being handled: what the token points to. */
+struct am_token {
+    struct am2_ep *ep;
+    struct am_peer *peer;    /* NULL for a local message */
+    const struct am_wire *w;
+    en_t src;
+    int src_idx;
+    bool is_request, replied, returned;
+    tag_t msg_tag;
+};
+
+/* A message to return to its sender's handler 0 from this process
+ * (detected locally, or a local peer's). */
+struct am_ret {
+    struct am_ret *next;
+    struct am_wire w;        /* the returned message's header; w.status says why */
+    en_t dest;
+};
+
+struct am2_bundle;
+
+struct am2_ep {
+    struct am2_ep *next;      /* the bundle's list */
+    struct am2_bundle *eb;
+    en_t name;
+    tag_t tag;
+    am2_handler_fn_t handler[AM2_MAX_HANDLERS];
+    struct am_xlate *xl;
+    int nxl;
+    void *seg;
+    uintptr_t seg_len;
+    VIP_MEM_HANDLE seg_mh;
+    uint32_t seg_gen;
+    char disc[17];           /* the VIA discriminator it listens on */
+    VIP_NET_ADDRESS *listen; /* own NIC address + disc */
+    struct am_peer *peers;
+    /* send descriptors with their bounce buffers */
+    VIP_DESCRIPTOR **send_free;
+    int nsend_free, nsend;
+    struct am_pool *pools;
+    /* registrations of long-message sources outside the segment */
+    struct am_reg { const uint8_t *p; size_t len; VIP_MEM_HANDLE mh; } reg[8];
+    unsigned reg_next;
+    struct am_ret *rets, **rets_tail; /* returns waiting for AM_Poll */
+    struct am_msgq *localq, **localq_tail; /* local messages waiting for AM_Poll (am_local.c) */
+    amx_stats_t st;
+    int expected_eps, expected_reqs;
+    unsigned polls;          /* AM_Poll turns (reclaiming sends now and then) */
+    struct am_shmq *shmq;    /* its own shared-memory receive queue (AM2_SHM=1) */
+};
+
+struct am2_bundle {
+    struct am2_bundle *next;
+    struct am2_ep *eps;
+    int type;
+    int mask;
+    VIP_CQ_HANDLE cq;
+    unsigned long cq_entries, cq_used;
+    /* receives taken off the CQ while a handler ran (handled by AM_Poll) */
+    struct am_stash { struct am_peer *peer; VIP_DESCRIPTOR *d; } *stash;
+    int nstash, capstash;
+    int event;               /* a message arrived since the mask was armed */
+    unsigned cq_idle;        /* polls in a row that found the CQ empty */
+};
+
+/* ---- process-wide state (am_bundle.c) ---------------------------------------------------- */
+
+struct am_global {
+    int init;                /* AM_Init nesting */
+    VIP_NIC_HANDLE nic;
+    VIP_PROTECTION_HANDLE ptag;
+    VIP_NIC_ATTRIBUTES attr;
+    struct am2_bundle *bundles;
+    uint32_t next_ep_id;
+    unsigned connect_ms;     /* AM2_CONNECT_MS */
+    unsigned congestion_ms;  /* AM2_CONGESTION_MS */
+    struct am_token *cur;    /* the handler running now, if any */
+    int shm;                 /* AM2_SHM: same-host peers through shared memory */
+};
+extern struct am_global am_g;
+
+/* AM_PAR: while a bundle of that type exists, every AM call holds one
+ * recursive process-wide lock (released when the call returns, by the
+ * cleanup attribute; AM_WaitSema drops it while it sleeps). Handlers run
+ * under it, so they may reply. AM_SEQ programs take no lock. */
+int am_api_lock(void);
+void am_api_unlock(int *locked);
+void am_api_sleep_begin(int locked);
+void am_api_sleep_end(int locked);
+#define AM_API_LOCK()                                                                      \
+    int am_locked_ __attribute__((cleanup(am_api_unlock), unused)) = am_api_lock()
+
+/* Record why a call fails; returns code. */
+int am_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define AM_CHECK_INIT()                                                                    \
+    do {                                                                                   \
+        if (!am_g.init)                                                                    \
+            return am_fail(AM_ERR_NOT_INIT, "AM_Init has not been called");                \
+    } while (0)
+
+bool am_bundle_ok(eb_t eb);
+bool am_ep_ok(ep_t ep);
+uint64_t am_now_ms(void);
+
+/* am_endpoint.c */
+void am_ep_destroy(struct am2_ep *ep);
+int am_ep_seg_register(struct am2_ep *ep, void *addr, uintptr_t len, VIP_MEM_HANDLE *mh);
+struct am2_ep *am_ep_by_name(const en_t *name);
+void am_ret_push(struct am2_ep *ep, const struct am_wire *w, const en_t *dest, int status);
+
+/* am_conn.c */
+struct am_peer *am_peer_find(struct am2_ep *ep, const en_t *name);
+struct am_peer *am_peer_get(struct am2_ep *ep, const en_t *name); /* create if missing */
+int am_peer_connect(struct am_peer *p, uint64_t deadline_ms); /* AM_OK or EUNREACHABLE.. */
+void am_accept_pending(struct am2_ep *ep);
+void am_peer_destroy(struct am_peer *p);
+int am_peer_repost(struct am_peer *p, VIP_DESCRIPTOR *d);
+struct am_peer *am_peer_of_vi(struct am2_bundle *eb, VIP_VI_HANDLE vi);
+void am_en_disc(const en_t *name, char out[17]);
+void am_peer_broken(struct am_peer *p, const char *why);
+
+/* am_send.c */
+VIP_DESCRIPTOR *am_send_get(struct am2_ep *ep, bool may_poll);
+uint8_t *am_send_buf(VIP_DESCRIPTOR *d);
+int am_send_post(struct am_peer *p, VIP_DESCRIPTOR *d, size_t len);
+void am_send_reclaim(struct am2_ep *ep);
+void am_send_free_all(struct am2_ep *ep);
+int am_send_ctl(struct am_peer *p, const struct am_wire *w, const void *payload, size_t len);
+int am_send_nic(struct am_peer *p, const struct am_wire *w, const void *payload, size_t len);
+int am_send_seg(struct am2_ep *ep);
+
+/* am_poll.c */
+int am_poll_bundle(struct am2_bundle *eb, int budget);
+void am_dispatch(struct am2_ep *ep, struct am_peer *peer, const struct am_wire *w,
+                 const void *payload, const en_t *src);
+void am_run_returns(struct am2_ep *ep);
+int am_check_request(struct am2_ep *ep, struct am_peer *peer, const struct am_wire *w,
+                     const en_t *src, int *src_idx);
+int am_check_body(struct am2_ep *ep, const struct am_wire *w);
+op_t am_opcode(const struct am_wire *w);
+
+/* am_shm.c */
+int am_shm_create(struct am2_ep *ep);
+void am_shm_destroy(struct am2_ep *ep);
+bool am_shm_attach(struct am_peer *p);
+void am_shm_detach(struct am_peer *p);
+void am_shm_flush(struct am_peer *p);
+int am_shm_send(struct am_peer *p, const struct am_wire *w, const void *payload, size_t len);
+int am_shm_poll(struct am2_ep *ep, int budget);
+bool am_shm_peer_alive(struct am_peer *p);
+bool am_shm_pending(struct am2_ep *ep);
+void am_handle_msg(struct am_peer *p, const struct am_wire *w, size_t len);
+
+/* am_local.c */
+int am_local_send(struct am2_ep *from, const en_t *to, const struct am_wire *w,
+                  const void *payload);
+int am_local_poll(struct am2_ep *ep);
+void am_local_drop(struct am2_ep *ep);
+
+#endif

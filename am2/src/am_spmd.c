@@ -1,0 +1,274 @@
+/*
+ * am_spmd.c - SPMD start-up, barrier, all-gather and exit (am2_spmd.h),
+ * built on the AM-2 API alone.
+ *
+ * Start-up: each rank writes its endpoint name to DIR/rank.R (written
+ * under another name and renamed, so a reader never sees half of it) and
+ * reads the others' until all are there. The barrier is a gather at rank 0
+ * and a release from it, with the phase in the message so that an early
+ * arrival for the next barrier is not mistaken for this one. The
+ * all-gather sends each block to every rank in medium messages between two
+ * barriers, so every rank's destination is ready before anything arrives.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "am2_spmd.h"
+#include "am_int.h"
+
+enum { H_ARRIVE = AM2_SPMD_FIRST_HANDLER, H_RELEASE, H_GATHER };
+
+static struct {
+    bool up;
+    int rank, nranks;
+    eb_t eb;
+    ep_t ep;
+    int phase;
+    int arrived[2];
+    int released;
+    uint8_t *gdst;
+    size_t glen, got;
+    void (*on_exit)(int);
+    char own_dir[256];   /* the job directory we made (no amrun) */
+} sp;
+
+int am2_spmd_rank(void) { return sp.up ? sp.rank : -1; }
+int am2_spmd_nranks(void) { return sp.up ? sp.nranks : 0; }
+/* Where the launcher says who we are: amrun, else Slurm (srun), else a
+ * PMI-style launcher (Hydra/MPICH; Open MPI's names). */
+static const char *const rank_vars[] = {"AM2_SPMD_RANK", "SLURM_PROCID", "PMI_RANK",
+                                        "OMPI_COMM_WORLD_RANK"};
+static const char *const size_vars[] = {"AM2_SPMD_NRANKS", "SLURM_NTASKS", "PMI_SIZE",
+                                        "OMPI_COMM_WORLD_SIZE"};
+static const char *const job_vars[] = {"AM2_SPMD_JOB", "SLURM_JOB_ID", "PMI_ID", "OMPI_MCA_ess_base_jobid"};
+
+static int launcher(void)
+{
+    for (int i = 0; i < 4; i++)
+        if (getenv(rank_vars[i]) && getenv(size_vars[i]))
+            return i;
+    return -1;
+}
+
+int am2_spmd_is_worker(void) { return launcher() >= 0; }
+
+static void h_arrive(void *token, int32_t phase)
+{
+    (void)token;
+    sp.arrived[phase & 1]++;
+}
+
+static void h_release(void *token, int32_t phase)
+{
+    (void)token;
+    sp.released = phase;
+}
+
+static void h_gather(void *token, void *buf, size_t n, int32_t off)
+{
+    int src;
+    if (AMX_GetSourceId(token, &src) != AM_OK || src < 0 || src >= sp.nranks || !sp.gdst ||
+        off < 0 || (size_t)off + n > sp.glen)
+        return;
+    memcpy(sp.gdst + (size_t)src * sp.glen + (size_t)off, buf, n);
+    sp.got += n;
+}
+
+static int env_int(const char *name, int dflt)
+{
+    const char *s = getenv(name);
+    return s && *s ? atoi(s) : dflt;
+}
+
+static int publish(const char *dir, const en_t *me)
+{
+    char tmp[4096], fin[4096];
+    snprintf(tmp, sizeof tmp, "%s/.rank.%d", dir, sp.rank);
+    snprintf(fin, sizeof fin, "%s/rank.%d", dir, sp.rank);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0)
+        return am_fail(AM_ERR_RESOURCE, "%s: %s", tmp, strerror(errno));
+    ssize_t w = write(fd, me, sizeof *me);
+    close(fd);
+    if (w != (ssize_t)sizeof *me || rename(tmp, fin))
+        return am_fail(AM_ERR_RESOURCE, "publishing %s failed", fin);
+    return AM_OK;
+}
+
+static int lookup(const char *dir, int r, en_t *name, uint64_t deadline)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/rank.%d", dir, r);
+    for (;;) {
+        int fd = open(path, O_RDONLY);
+        if (fd >= 0) {
+            ssize_t n = read(fd, name, sizeof *name);
+            close(fd);
+            if (n == (ssize_t)sizeof *name)
+                return AM_OK;
+        }
+        if (am_now_ms() > deadline)
+            return am_fail(AM_ERR_RESOURCE, "rank %d did not start (no %s)", r, path);
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+}
+
+int am2_spmd_startup(int *argc, char ***argv, eb_t *eb, ep_t *ep)
+{
+    (void)argc;
+    (void)argv;
+    if (sp.up)
+        return am_fail(AM_ERR_IN_USE, "am2_spmd_startup was called already");
+    if (!eb || !ep)
+        return am_fail(AM_ERR_BAD_ARG, "NULL bundle or endpoint result");
+    int l = launcher();
+    sp.rank = l < 0 ? 0 : env_int(rank_vars[l], 0);
+    sp.nranks = l < 0 ? 1 : env_int(size_vars[l], 1);
+    const char *jobv = l < 0 ? NULL : getenv(job_vars[l]);
+    const char *dir = getenv("AM2_SPMD_DIR");
+    /* Other launchers give no directory: one per job and user under /tmp
+     * (the ranks share this host). */
+    char own[256];
+    if (!dir && l > 0 && jobv) {
+        const char *step = getenv("SLURM_STEP_ID");
+        snprintf(own, sizeof own, "/tmp/am2-job-%u-%.40s-%.20s", (unsigned)getuid(), jobv,
+                 step ? step : "0");
+        if (mkdir(own, 0700) && errno != EEXIST)
+            return am_fail(AM_ERR_RESOURCE, "mkdir %s: %s", own, strerror(errno));
+        dir = own;
+        snprintf(sp.own_dir, sizeof sp.own_dir, "%s", own);
+    }
+    if (sp.nranks < 1 || sp.rank < 0 || sp.rank >= sp.nranks || (sp.nranks > 1 && !dir))
+        return am_fail(AM_ERR_BAD_ARG, "rank %d of %d (AM2_SPMD_*; start the job with amrun)",
+                       sp.rank, sp.nranks);
+    tag_t tag = 1;
+    for (const char *c = jobv ? jobv : ""; *c; c++) /* any job id string: a hash */
+        tag = tag * 1099511628211ull ^ (uint8_t)*c;
+    if (tag == AM_NONE || tag == AM_ALL)
+        tag = 1;
+    en_t me;
+    int r = AM_Init();
+    if (r != AM_OK)
+        return r;
+    if ((r = AM_AllocateBundle(AM_SEQ, &sp.eb)) || (r = AM_AllocateEndpoint(sp.eb, &sp.ep, &me)) ||
+        (r = AM_SetTag(sp.ep, tag)) || (r = AM_SetNumTranslations(sp.ep, sp.nranks > 256 ? sp.nranks : 256)) ||
+        (r = AM_SetHandler(sp.ep, H_ARRIVE, h_arrive)) ||
+        (r = AM_SetHandler(sp.ep, H_RELEASE, h_release)) ||
+        (r = AM_SetHandler(sp.ep, H_GATHER, h_gather)))
+        goto bad;
+    uint64_t deadline = am_now_ms() + (uint64_t)env_int("AM2_SPMD_TIMEOUT_MS", 30000);
+    if (sp.nranks > 1 && (r = publish(dir, &me)))
+        goto bad;
+    for (int i = 0; i < sp.nranks; i++) {
+        en_t name = me;
+        if (i != sp.rank && (r = lookup(dir, i, &name, deadline)))
+            goto bad;
+        if ((r = AM_Map(sp.ep, i, name, tag)))
+            goto bad;
+    }
+    sp.up = true;
+    sp.released = -1;
+    *eb = sp.eb;
+    *ep = sp.ep;
+    r = am2_spmd_barrier();
+    /* Every name is read: the files can go (and a directory we made). */
+    if (r == AM_OK && sp.nranks > 1) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/rank.%d", dir, sp.rank);
+        unlink(path);
+        r = am2_spmd_barrier();
+        if (r == AM_OK && sp.rank == 0 && sp.own_dir[0])
+            rmdir(sp.own_dir);
+    }
+    return r;
+bad:
+    AM_Terminate();
+    memset(&sp, 0, sizeof sp);
+    return r;
+}
+
+static int poll_until(const int *v, int want)
+{
+    uint64_t end = am_now_ms() + (uint64_t)env_int("AM2_SPMD_TIMEOUT_MS", 30000);
+    while (*v != want) {
+        int r = AM_Poll(sp.eb);
+        if (r != AM_OK)
+            return r;
+        if (am_now_ms() > end)
+            return am_fail(AM_ERR_RESOURCE, "the other ranks did not come (barrier %d)", sp.phase);
+    }
+    return AM_OK;
+}
+
+int am2_spmd_barrier(void)
+{
+    if (!sp.up)
+        return am_fail(AM_ERR_NOT_INIT, "am2_spmd_startup was not called");
+    int ph = sp.phase++;
+    int r = AM_Request1(sp.ep, 0, H_ARRIVE, ph);
+    if (r != AM_OK)
+        return r;
+    if (sp.rank == 0) {
+        if ((r = poll_until(&sp.arrived[ph & 1], sp.nranks)))
+            return r;
+        sp.arrived[ph & 1] = 0;
+        for (int i = 0; i < sp.nranks; i++)
+            if ((r = AM_Request1(sp.ep, i, H_RELEASE, ph)))
+                return r;
+    }
+    return poll_until(&sp.released, ph);
+}
+
+int am2_spmd_allgather(const void *src, void *dst, size_t len)
+{
+    if (!sp.up)
+        return am_fail(AM_ERR_NOT_INIT, "am2_spmd_startup was not called");
+    if ((!src || !dst) && len)
+        return am_fail(AM_ERR_BAD_ARG, "NULL buffer");
+    if (len > (size_t)INT32_MAX)
+        return am_fail(AM_ERR_BAD_ARG, "%zu bytes per rank", len);
+    sp.gdst = dst;
+    sp.glen = len;
+    sp.got = 0;
+    int r = am2_spmd_barrier();
+    for (int i = 0; i < sp.nranks && r == AM_OK; i++)
+        for (size_t off = 0; off < len && r == AM_OK; off += AM_MaxMedium()) {
+            size_t n = len - off < AM_MaxMedium() ? len - off : AM_MaxMedium();
+            r = AM_RequestI1(sp.ep, i, H_GATHER, (uint8_t *)src + off, n, (int32_t)off);
+        }
+    uint64_t end = am_now_ms() + (uint64_t)env_int("AM2_SPMD_TIMEOUT_MS", 30000);
+    while (r == AM_OK && sp.got < len * (size_t)sp.nranks) {
+        r = AM_Poll(sp.eb);
+        if (am_now_ms() > end)
+            r = am_fail(AM_ERR_RESOURCE, "all-gather: %zu of %zu bytes came", sp.got,
+                        len * (size_t)sp.nranks);
+    }
+    if (r == AM_OK)
+        r = am2_spmd_barrier();
+    sp.gdst = NULL;
+    return r;
+}
+
+int am2_spmd_set_exit_callback(void (*fn)(int code))
+{
+    sp.on_exit = fn;
+    return AM_OK;
+}
+
+void am2_spmd_exit(int code)
+{
+    if (sp.on_exit)
+        sp.on_exit(code);
+    if (sp.up)
+        while (AM_Terminate() == AM_OK)
+            ;
+    memset(&sp, 0, sizeof sp);
+    fflush(NULL);
+    exit(code);
+}

@@ -1,0 +1,124 @@
+/*
+ * am2_ping - AM-2 request/reply round trip, short and medium, between two
+ * ranks of an SPMD job: `amrun -np 2 am2_ping [-n ITERS] [--csv]`.
+ *
+ * Rank 0 sends a request and polls until the reply's handler has run,
+ * ITERS times per message kind and size (after ITERS/10 unmeasured);
+ * rank 1 polls and replies from its request handler with the same kind
+ * and size. Printed: median and mean round trip, and half the median (the
+ * one-way latency the AM-II paper quotes). The two ranks share this host,
+ * so they talk through shared memory unless AM2_SHM=0; the NIC is AM2_NIC
+ * (default via0: run it against a vipd with paced NICs for the 1998 hosts).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <am2_spmd.h>
+
+static volatile int replies;
+static uint8_t buf[AM2_MAX_MEDIUM];
+
+static void die(const char *what)
+{
+    fprintf(stderr, "am2_ping: %s failed: %s\n", what, AMX_LastError());
+    exit(1);
+}
+
+static void req_short(void *token, int32_t a, int32_t b, int32_t c, int32_t d)
+{
+    AM_Reply4(token, 2, a, b, c, d);
+}
+static void rep_short(void *token, int32_t a, int32_t b, int32_t c, int32_t d)
+{
+    (void)token, (void)a, (void)b, (void)c, (void)d;
+    replies++;
+}
+static void req_medium(void *token, void *p, size_t n, int32_t a)
+{
+    AM_ReplyI1(token, 4, p, n, a);
+}
+static void rep_medium(void *token, void *p, size_t n, int32_t a)
+{
+    (void)token, (void)p, (void)n, (void)a;
+    replies++;
+}
+
+static double now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+    eb_t eb;
+    ep_t ep;
+    int iters = 20000, csv = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-n") && i + 1 < argc)
+            iters = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--csv"))
+            csv = 1;
+    }
+    if (am2_spmd_startup(&argc, &argv, &eb, &ep) != AM_OK)
+        die("am2_spmd_startup");
+    if (am2_spmd_nranks() != 2) {
+        fprintf(stderr, "am2_ping: run it as amrun -np 2 am2_ping\n");
+        am2_spmd_exit(2);
+    }
+    if (AM_SetHandler(ep, 1, req_short) || AM_SetHandler(ep, 2, rep_short) ||
+        AM_SetHandler(ep, 3, req_medium) || AM_SetHandler(ep, 4, rep_medium))
+        die("AM_SetHandler");
+    static const size_t sizes[] = {0, 4, 64, 256, 1024, 4096, AM2_MAX_MEDIUM};
+    int nk = 1 + (int)(sizeof sizes / sizeof sizes[0]);
+    double *t = malloc(sizeof(double) * (size_t)iters);
+    if (!t)
+        die("malloc");
+    const char *nic = getenv("AM2_NIC") ? getenv("AM2_NIC") : "via0";
+    if (am2_spmd_rank() == 0)
+        printf(csv ? "# nic,kind,bytes,median_rtt_us,mean_rtt_us,oneway_us\n"
+                   : "%-6s %-8s %6s %12s %12s %12s\n",
+               "nic", "kind", "bytes", "rtt_med_us", "rtt_mean_us", "oneway_us");
+    for (int k = 0; k < nk; k++) {
+        if (am2_spmd_barrier() != AM_OK)
+            die("barrier");
+        if (am2_spmd_rank() == 1)
+            continue;
+        int warm = iters / 10 > 200 ? iters / 10 : 200;
+        size_t n = k ? sizes[k - 1] : 16;
+        for (int i = -warm; i < iters; i++) {
+            int want = replies + 1;
+            double t0 = now_us();
+            int r = k ? AM_RequestI1(ep, 1, 3, buf, n, i) : AM_Request4(ep, 1, 1, i, 0, 0, 0);
+            if (r != AM_OK)
+                die("request");
+            while (replies < want)
+                if (AM_Poll(eb) != AM_OK)
+                    die("AM_Poll");
+            if (i >= 0)
+                t[i] = now_us() - t0;
+        }
+        double sum = 0;
+        for (int i = 0; i < iters; i++)
+            sum += t[i];
+        qsort(t, (size_t)iters, sizeof *t, cmp);
+        double med = t[iters / 2];
+        printf(csv ? "%s,%s,%zu,%.2f,%.2f,%.2f\n" : "%-6s %-8s %6zu %12.2f %12.2f %12.2f\n", nic,
+               k ? "medium" : "short", n, med, sum / iters, med / 2);
+        fflush(stdout);
+    }
+    /* rank 1 leaves its loop at once: it serves in the barriers' polls and here */
+    if (am2_spmd_barrier() != AM_OK)
+        die("barrier");
+    free(t);
+    am2_spmd_exit(0);
+}

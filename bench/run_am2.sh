@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# run_am2.sh - the AM-II benchmarks: am2_ping (request/reply round trip,
+# short and medium) and am2_bulk (long-message bandwidth) under amrun, for
+# each NIC profile through the NIC (AM2_SHM=0), and natively also through
+# shared memory, beside VIPL send/receive (vip_send_lat, 100 bytes: about
+# an AM header) and ucx_perftest -t tag_lat when installed.
+#
+#   B=build bench/run_am2.sh [--quick]     -> results/am2_ping.csv, am2_bulk.csv,
+#                                             am2_summary.txt (printed too)
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+# shellcheck source=bench/bench_lib.sh
+. "$HERE/bench_lib.sh"
+bench_find_build "$ROOT"
+BIN=$B/bin
+RES=${RESULTS:-$HERE/results}
+QUICK=0
+[ "${1:-}" = --quick ] && QUICK=1
+for p in amrun am2_ping am2_bulk vip_send_lat vipd vipctl; do
+    [ -x "$BIN/$p" ] || { say "run_am2.sh: $BIN/$p is missing: run 'make' first"; exit 1; }
+done
+mkdir -p "$RES"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/am2bench.XXXXXX")
+trap 'bench_cleanup; rm -rf "$WORK"' EXIT
+trap 'exit 130' INT TERM
+
+PING="$RES/am2_ping.csv"
+BULK="$RES/am2_bulk.csv"
+echo "# am2_ping: AM-2 request/reply round trip between 2 ranks (amrun); us; oneway = median/2" >"$PING"
+echo "profile,path,nic,kind,bytes,median_rtt_us,mean_rtt_us,oneway_us" >>"$PING"
+echo "# am2_bulk: AM_RequestXferAsync streams into the peer's segment; MB = 10^6 bytes" >"$BULK"
+echo "profile,path,nic,bytes,MB_per_s,msgs_per_s" >>"$BULK"
+SUM="$WORK/summary"
+printf '%-7s %-5s %14s %14s %18s %14s\n' profile path "short 1-way us" "8KiB 1-way us" \
+    "VIPL 100B 1-way us" "long 1MiB MB/s" >"$SUM"
+
+# one PROFILE PATH(nic|shm)
+one() {
+    local prof=$1 path=$2 n=20000 m=64 shm=0
+    if [ "$prof" != native ]; then n=2000; m=8; fi
+    if [ "$QUICK" = 1 ]; then n=$((n / 4)); m=$((m / 4)); fi
+    [ "$path" = shm ] && shm=1
+    say "      $prof, through $path: am2_ping -n $n, am2_bulk -m $m"
+    AM2_SHM=$shm timeout 300 "$BIN/amrun" -np 2 -t 280 "$BIN/am2_ping" -n "$n" --csv \
+        >"$WORK/ping" 2>"$WORK/err" || { cat "$WORK/err" >&2; exit 1; }
+    AM2_SHM=$shm timeout 300 "$BIN/amrun" -np 2 -t 280 "$BIN/am2_bulk" -m "$m" --csv \
+        >"$WORK/bulk" 2>"$WORK/err" || { cat "$WORK/err" >&2; exit 1; }
+    grep -v '^#' "$WORK/ping" | sed "s/^/$prof,$path,/" >>"$PING"
+    grep -v '^#' "$WORK/bulk" | sed "s/^/$prof,$path,/" >>"$BULK"
+    local short big long raw=-
+    short=$(awk -F, '$2 == "short" { print $6 }' "$WORK/ping")
+    big=$(awk -F, '$2 == "medium" && $3 == 8192 { print $6 }' "$WORK/ping")
+    long=$(awk -F, '$2 == 1048576 { print $3 }' "$WORK/bulk")
+    if [ "$path" = nic ]; then
+        raw=$(timeout 120 "$BIN/vip_send_lat" -s 100 -n "$n" --csv 2>/dev/null |
+            awk -F, '!/^#/ && $1 == 100 { print $4 }')
+    fi
+    printf '%-7s %-5s %14s %14s %18s %14s\n' "$prof" "$path" "$short" "$big" "${raw:--}" \
+        "$long" >>"$SUM"
+}
+
+for prof in native sbus pci; do
+    say "[am2] profile $prof"
+    if [ "$prof" = native ]; then unset VIP_PROFILE; else export VIP_PROFILE=$prof; fi
+    vipd_start
+    one "$prof" nic
+    [ "$prof" = native ] && one native shm
+    vipd_stop
+done
+unset VIP_PROFILE
+if command -v ucx_perftest >/dev/null 2>&1; then
+    port=$((30000 + $$ % 20000))
+    timeout 60 ucx_perftest -p "$port" -t tag_lat -n 20000 >/dev/null 2>&1 &
+    srv=$!
+    sleep 1
+    ucx=$(timeout 60 ucx_perftest -p "$port" localhost -t tag_lat -n 20000 2>/dev/null |
+        awk '/^Final:/ { print $3 }') || true
+    wait "$srv" 2>/dev/null || true
+    echo "ucx_perftest -t tag_lat (same host): ${ucx:-?} us one-way (median)" >>"$SUM"
+fi
+cp "$SUM" "$RES/am2_summary.txt"
+cat "$SUM"

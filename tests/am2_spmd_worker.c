@@ -1,0 +1,132 @@
+/*
+ * am2_spmd_worker.c - an SPMD program that test_am2_spmd runs under amrun:
+ *   ok     start-up, rank checks, barrier, all-gather, a ring of short,
+ *          medium and long requests to the next rank checked byte for
+ *          byte, a many-to-one burst at rank 0, then exit 0;
+ *   fail   like ok until the first barrier, then rank 1 leaves with 3
+ *          (the job must end with 3) while the others wait in a barrier;
+ *   hang   polls for ever (amrun's -t must end it).
+ * Any check that fails exits with 10 + the line's last two digits.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <am2_spmd.h>
+
+#define CHECK(c)                                                                          \
+    do {                                                                                  \
+        if (!(c)) {                                                                       \
+            fprintf(stderr, "rank %d: %s:%d: %s (%s)\n", am2_spmd_rank(), __FILE__, __LINE__, \
+                    #c, AMX_LastError());                                                  \
+            exit(10 + __LINE__ % 100);                                                    \
+        }                                                                                 \
+    } while (0)
+
+#define SEG (256 * 1024)
+static int replies, requests, burst;
+static uint8_t *seg;
+
+static void returned(int status, op_t op, void *token)
+{
+    (void)token;
+    fprintf(stderr, "rank %d: a message came back (status %d, opcode %d)\n", am2_spmd_rank(),
+            status, op);
+    exit(9);
+}
+
+static void ring_req(void *token, void *buf, size_t n, int32_t from, int32_t seq)
+{
+    for (size_t i = 0; i < n; i++)
+        if (((uint8_t *)buf)[i] != (uint8_t)(from * 31 + seq + i))
+            exit(8);
+    requests++;
+    AM_Reply2(token, 2, from, seq);
+}
+
+static void ring_rep(void *token, int32_t from, int32_t seq)
+{
+    (void)token;
+    (void)from;
+    (void)seq;
+    replies++;
+}
+
+static void short_req(void *token, int32_t a)
+{
+    burst++;
+    AM_Reply2(token, 2, a, a);
+}
+
+int main(int argc, char **argv)
+{
+    eb_t eb;
+    ep_t ep;
+    CHECK(am2_spmd_startup(&argc, &argv, &eb, &ep) == AM_OK);
+    int me = am2_spmd_rank(), n = am2_spmd_nranks();
+    CHECK(n >= 1 && me >= 0 && me < n && am2_spmd_is_worker());
+    if (getenv("AM2_TEST_NRANKS")) /* the job the test meant to start */
+        CHECK(n == atoi(getenv("AM2_TEST_NRANKS")));
+    CHECK(AM_SetHandler(ep, 0, returned) == AM_OK);
+    CHECK(AM_SetHandler(ep, 1, ring_req) == AM_OK);
+    CHECK(AM_SetHandler(ep, 2, ring_rep) == AM_OK);
+    CHECK(AM_SetHandler(ep, 3, short_req) == AM_OK);
+    CHECK((seg = calloc(1, SEG)) != NULL);
+    CHECK(AM_SetSeg(ep, seg, SEG) == AM_OK);
+    CHECK(am2_spmd_barrier() == AM_OK);
+    while (argc > 1 && !strcmp(argv[1], "hang"))
+        CHECK(AM_Poll(eb) == AM_OK);
+    if (argc > 1 && !strcmp(argv[1], "fail")) {
+        if (me == 1) {
+            CHECK(AM_SetSeg(ep, NULL, 0) == AM_OK);
+            free(seg);
+            am2_spmd_exit(3);
+        }
+        am2_spmd_barrier(); /* never completes: amrun ends the job */
+        return 0;
+    }
+    /* all-gather of 20000 bytes per rank (several medium messages each) */
+    size_t gl = 20000;
+    uint8_t *mine = malloc(gl), *all = malloc(gl * (size_t)n);
+    CHECK(mine && all);
+    for (size_t i = 0; i < gl; i++)
+        mine[i] = (uint8_t)(me * 7 + i);
+    CHECK(am2_spmd_allgather(mine, all, gl) == AM_OK);
+    for (int r = 0; r < n; r++)
+        for (size_t i = 0; i < gl; i++)
+            CHECK(all[(size_t)r * gl + i] == (uint8_t)(r * 7 + i));
+    /* the ring: medium requests to the next rank, and long ones into its
+     * segment at my slot */
+    int next = (me + 1) % n, rounds = 200;
+    uint8_t buf[AM2_MAX_MEDIUM];
+    for (int s = 0; s < rounds; s++) {
+        size_t len = (size_t)(s * 37) % sizeof buf;
+        for (size_t i = 0; i < len; i++)
+            buf[i] = (uint8_t)(me * 31 + s + i);
+        CHECK(AM_RequestI2(ep, next, 1, buf, len, me, s) == AM_OK);
+    }
+    size_t slot = SEG / (size_t)n;
+    uint8_t *lsrc = malloc(slot);
+    CHECK(lsrc);
+    for (size_t i = 0; i < slot; i++)
+        lsrc[i] = (uint8_t)(me * 31 + 0 + i);
+    CHECK(AM_RequestXfer2(ep, next, slot * (size_t)me, 1, lsrc, slot, me, 0) == AM_OK);
+    while (replies < rounds + 1)
+        CHECK(AM_Poll(eb) == AM_OK);
+    CHECK(am2_spmd_barrier() == AM_OK);
+    /* many to one: everyone sends 500 short requests to rank 0 */
+    replies = 0;
+    for (int i = 0; i < 500; i++)
+        CHECK(AM_Request1(ep, 0, 3, i) == AM_OK);
+    while (replies < 500)
+        CHECK(AM_Poll(eb) == AM_OK);
+    CHECK(AM_SetSeg(ep, NULL, 0) == AM_OK); /* the peers acknowledge while polling */
+    CHECK(am2_spmd_barrier() == AM_OK);
+    free(seg);
+    if (me == 0)
+        CHECK(burst == 500 * n && requests == 200 + 1);
+    free(mine);
+    free(all);
+    free(lsrc);
+    am2_spmd_exit(0);
+}

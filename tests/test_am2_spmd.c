@@ -1,0 +1,140 @@
+/*
+ * test_am2_spmd.c - SPMD jobs under amrun: a job of 1, 2 and 4 ranks runs
+ * tests/am2_spmd_worker to its end (exit 0); a rank that leaves with 3
+ * ends the job with 3 while the others wait; a job that outlives amrun's
+ * -t is killed (124); amrun's directory is gone afterwards in each case.
+ * And a job started as srun starts one (Slurm's variables, no amrun).
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/tlib.h"
+
+static char bindir[PATH_MAX]; /* where the tests are */
+
+static int count_amrun_dirs(const char *tmp)
+{
+    DIR *d = opendir(tmp);
+    int n = 0;
+    if (!d)
+        return -1;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += strncmp(e->d_name, "amrun.", 6) == 0;
+    closedir(d);
+    return n;
+}
+
+/* Run amrun with args under a private TMPDIR; its exit status, or -1. */
+static int amrun(const char *np, const char *mode, const char *timeout, unsigned wait_ms)
+{
+    char amrun_path[PATH_MAX + 32], worker[PATH_MAX + 32], tmp[] = "/tmp/am2spmd.XXXXXX";
+    snprintf(amrun_path, sizeof amrun_path, "%s/../bin/amrun", bindir);
+    snprintf(worker, sizeof worker, "%s/am2_spmd_worker", bindir);
+    if (!mkdtemp(tmp))
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("TMPDIR", tmp, 1);
+        setenv("AM2_NIC", tl_dev("via0"), 1);
+        execl(amrun_path, "amrun", "-np", np, "-t", timeout, worker, mode, (char *)NULL);
+        _exit(127);
+    }
+    int st = -1, rc = -1;
+    uint64_t end = tl_now_ms() + wait_ms;
+    while (pid > 0 && tl_now_ms() < end) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid) {
+            rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            pid = 0;
+        }
+        usleep(10000);
+    }
+    if (pid > 0) {
+        kill(pid, SIGTERM); /* amrun passes it on to the ranks, SIGKILLs them 2 s later */
+        usleep(3000000);
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+    }
+    int left = count_amrun_dirs(tmp);
+    rmdir(tmp);
+    return left == 0 ? rc : -2;
+}
+
+static void test_spmd_ok(void)
+{
+    CU_ASSERT_EQUAL(amrun("1", "ok", "20", 25000), 0);
+    CU_ASSERT_EQUAL(amrun("2", "ok", "20", 25000), 0);
+    CU_ASSERT_EQUAL(amrun("4", "ok", "20", 25000), 0);
+}
+
+static void test_spmd_fail(void)
+{
+    CU_ASSERT_EQUAL(amrun("3", "fail", "20", 25000), 3);
+}
+
+static void test_spmd_timeout(void)
+{
+    CU_ASSERT_EQUAL(amrun("2", "hang", "1", 10000), 124);
+}
+
+/* Started as srun would: SLURM_PROCID, SLURM_NTASKS, SLURM_JOB_ID, no
+ * amrun; the ranks find each other in a directory they make and remove. */
+static void test_spmd_slurm(void)
+{
+    enum { N = 3 };
+    char worker[PATH_MAX + 32], job[32], rank[16], dir[128];
+    snprintf(worker, sizeof worker, "%s/am2_spmd_worker", bindir);
+    snprintf(job, sizeof job, "t%d", (int)getpid());
+    snprintf(dir, sizeof dir, "/tmp/am2-job-%u-%s-0", (unsigned)getuid(), job);
+    pid_t pid[N] = {0};
+    for (int i = 0; i < N; i++) {
+        snprintf(rank, sizeof rank, "%d", i);
+        pid[i] = fork();
+        if (pid[i] == 0) {
+            setenv("SLURM_PROCID", rank, 1);
+            setenv("SLURM_NTASKS", "3", 1);
+            setenv("SLURM_JOB_ID", job, 1);
+            setenv("AM2_TEST_NRANKS", "3", 1);
+            setenv("AM2_NIC", tl_dev("via0"), 1);
+            unsetenv("SLURM_STEP_ID");
+            execl(worker, "am2_spmd_worker", "ok", (char *)NULL);
+            _exit(127);
+        }
+    }
+    uint64_t end = tl_now_ms() + 20000;
+    for (int i = 0; i < N; i++) {
+        int st = -1;
+        while (pid[i] > 0 && tl_now_ms() < end && waitpid(pid[i], &st, WNOHANG) == 0)
+            usleep(10000);
+        if (pid[i] > 0 && tl_now_ms() >= end) {
+            kill(pid[i], SIGKILL);
+            waitpid(pid[i], &st, 0);
+        }
+        CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        pid[i] = 0;
+    }
+    CU_ASSERT(access(dir, F_OK) != 0); /* rank 0 removed it */
+    rmdir(dir);
+}
+
+int main(int argc, char **argv)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return 2;
+    self[n] = 0;
+    snprintf(bindir, sizeof bindir, "%s", dirname(self));
+    static const struct tl_test tests[] = {TL_TEST(test_spmd_ok), TL_TEST(test_spmd_fail),
+                                           TL_TEST(test_spmd_timeout), TL_TEST(test_spmd_slurm),
+                                           TL_END};
+    return tl_main(argc, argv, "am2_spmd", tests);
+}
