@@ -11,8 +11,10 @@
  * pending for it; the smaller asks in longer turns (50 ms), during which
  * the larger finds its request pending and accepts it. One side always
  * gets through, and each side stops asking once connected, so a pair
- * never has two VIs. Requests left pending when a process is not in an
- * AM call wait for it in vipd (connections.md), as VIA lets them.
+ * never has two VIs. A request meets the endpoint's listener thread
+ * (am_listen.c), which holds it until the endpoint's thread accepts it in
+ * an AM call; one that waits longer than its asker's turn is dropped, and
+ * the asker asks again.
  *
  * Receives are posted before the VI connects, as VIA allows, so the first
  * message (HELLO: the sender's segment) always finds one.
@@ -180,9 +182,8 @@ void am_accept_pending(struct am2_ep *ep)
             uint8_t room[64];
         } ra;
         memset(&ra, 0, sizeof ra);
-        VIP_VI_ATTRIBUTES rattr;
         VIP_CONN_HANDLE conn;
-        if (VipConnectWait(am_g.nic, ep->listen, 0, &ra.a, &rattr, &conn) != VIP_SUCCESS)
+        if (!am_listen_take(ep, &conn, &ra.a, sizeof ra))
             return;
         en_t name;
         struct am_peer *p = NULL;

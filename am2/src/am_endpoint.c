@@ -79,6 +79,12 @@ int AM_AllocateEndpoint(eb_t eb, ep_t *endp, en_t *name)
     uint8_t *hb = (uint8_t *)ep->listen + offsetof(VIP_NET_ADDRESS, HostAddress);
     memcpy(hb, ep->name.nic, 6);
     memcpy(hb + 6, ep->disc, dl);
+    if (am_listen_start(ep) != AM_OK) {
+        free(ep->listen);
+        free(ep->xl);
+        free(ep);
+        return AM_ERR_RESOURCE;
+    }
     if (am_g.shm && am_shm_create(ep) != AM_OK && getenv("AM2_DEBUG"))
         fprintf(stderr, "am2: no shared-memory queue: %s\n", AMX_LastError());
     ep->next = eb->eps;
@@ -90,6 +96,7 @@ int AM_AllocateEndpoint(eb_t eb, ep_t *endp, en_t *name)
 
 void am_ep_destroy(struct am2_ep *ep)
 {
+    am_listen_stop(ep); /* no new peers from here on */
     /* Disconnecting flushes what is still queued: let the NIC send it. */
     uint64_t end = am_now_ms() + 1000;
     for (bool busy = true; busy && am_now_ms() < end;) {

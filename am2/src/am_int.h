@@ -156,6 +156,7 @@ struct am2_ep {
     int expected_eps, expected_reqs;
     unsigned polls;          /* AM_Poll turns (reclaiming sends now and then) */
     struct am_shmq *shmq;    /* its own shared-memory receive queue (AM2_SHM=1) */
+    struct am_listener *listener; /* waits for peers' connection requests (am_listen.c) */
 };
 
 struct am2_bundle {
@@ -222,6 +223,10 @@ struct am_peer *am_peer_find(struct am2_ep *ep, const en_t *name);
 struct am_peer *am_peer_get(struct am2_ep *ep, const en_t *name); /* create if missing */
 int am_peer_connect(struct am_peer *p, uint64_t deadline_ms); /* AM_OK or EUNREACHABLE.. */
 void am_accept_pending(struct am2_ep *ep);
+/* am_listen.c: the endpoint's listener thread and the requests it took. */
+int am_listen_start(struct am2_ep *ep);
+void am_listen_stop(struct am2_ep *ep);
+bool am_listen_take(struct am2_ep *ep, VIP_CONN_HANDLE *conn, VIP_NET_ADDRESS *ra, size_t cap);
 void am_peer_destroy(struct am_peer *p);
 int am_peer_repost(struct am_peer *p, VIP_DESCRIPTOR *d);
 struct am_peer *am_peer_of_vi(struct am2_bundle *eb, VIP_VI_HANDLE vi);
