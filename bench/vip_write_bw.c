@@ -56,11 +56,13 @@ static void end_setup(struct br_end *e, const struct wopts *o, bool server)
 
 /* ---- target ------------------------------------------------------------------------- */
 
-/* One round: the write with immediate data that ends it, then the ack. */
+/* One round: the write with immediate data that ends it, then the ack. A
+ * round may take longer than any fixed bound on a busy machine, so the
+ * target waits as long as the writer lives (which has bounds of its own). */
 static void target_round(struct br_end *e, uint32_t size, uint64_t n, uint32_t tx_depth,
                          size_t slot)
 {
-    VIP_DESCRIPTOR *d = br_ctl_next(e, false, "round's last write (with immediate data)");
+    VIP_DESCRIPTOR *d = br_ctl_next(e, true, "round's last write (with immediate data)");
     VIP_UINT32 st = d->CS.Status;
     if ((st & VIP_STATUS_OP_MASK) != VIP_STATUS_OP_REMOTE_RDMA_WRITE ||
         !(st & VIP_STATUS_IMMEDIATE))
