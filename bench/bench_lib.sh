@@ -1,11 +1,13 @@
 # bench_lib.sh - sourced by the benchmark scripts (compare_native.sh,
-# run_bench.sh): a private vipd for one run, fi_pingpong runs, small helpers.
+# run_bench.sh): a private vipd for one run, fi_pingpong and ucx_perftest
+# runs, small helpers.
 #
 # vipd_start starts vipd in the foreground of a background job on a socket in
 # a fresh temporary directory, exports VIPD_SOCKET (and VIPD_AUTOSTART=0, so
 # a benchmark never starts another one), and waits until it answers.
 # vipd_stop shuts it down (vipctl shutdown, then kill) and removes the
-# directory. fi_run runs one fi_pingpong server/client pair. Callers set BIN
+# directory. fi_run runs one fi_pingpong server/client pair, ucx_run one
+# ucx_perftest pair. Callers set BIN
 # (the directory holding vipd and vipctl) and WORK (a scratch directory), and
 # call bench_cleanup from an EXIT trap.
 
@@ -120,13 +122,58 @@ fi_run() {
     exit 1
 }
 
+# A distinct TCP port per ucx_perftest run (its handshake), away from fi's.
+UCX_PORT=$((40000 + $$ % 20000))
+UCX_SRV=
 
-# Stop whatever this script started: a fi_pingpong server, vipd.
+# ucx_run TEST SIZE ITERS: one ucx_perftest run of a UCT test over UCX's
+# shared-memory transport (posix, copy-based: -D bcopy); sets UCX_MBS, its
+# overall bandwidth in MB/s of 10^6 bytes (ucx_perftest prints MiB/s).
+# Not in a subshell: UCX_PORT and UCX_SRV must stick.
+ucx_run() {
+    local test=$1 size=$2 iters=$3 try i
+    local args=(-t "$test" -x posix -d memory -D bcopy -s "$size" -n "$iters"
+        -w $((iters / 10 + 1)) -f -v)
+    for try in 1 2 3; do
+        UCX_PORT=$((UCX_PORT + 1))
+        timeout 150 ucx_perftest -p "$UCX_PORT" >"$WORK/ucx_srv.out" 2>&1 &
+        UCX_SRV=$!
+        for i in $(seq 50); do
+            if timeout 120 ucx_perftest localhost -p "$UCX_PORT" "${args[@]}" \
+                >"$WORK/ucx_cli.out" 2>&1; then
+                wait "$UCX_SRV" 2>/dev/null || true
+                UCX_SRV=
+                # -v: iterations,50.0_percentile_lat,avg_lat,overall_lat,avg_bw,overall_bw,...
+                UCX_MBS=$(awk -F, '$1 ~ /^[0-9]+$/ && NF >= 6 { printf "%.2f", $6 * 1.048576 }' \
+                    "$WORK/ucx_cli.out" | tail -1)
+                if [ -n "$UCX_MBS" ]; then
+                    return 0
+                fi
+                break
+            fi
+            kill -0 "$UCX_SRV" 2>/dev/null || break # the server gave up (port taken?)
+            sleep 0.1
+        done
+        kill "$UCX_SRV" 2>/dev/null || true
+        wait "$UCX_SRV" 2>/dev/null || true
+        UCX_SRV=
+    done
+    say "error: ucx_perftest -t $test -s $size failed; client said:"
+    cat "$WORK/ucx_cli.out" >&2
+    say "server said:"
+    cat "$WORK/ucx_srv.out" >&2
+    exit 1
+}
+
+# Stop whatever this script started: a fi_pingpong or ucx_perftest server, vipd.
 bench_cleanup() {
-    if [ -n "$FI_SRV" ]; then
-        kill "$FI_SRV" 2>/dev/null || true
-        wait "$FI_SRV" 2>/dev/null || true
-        FI_SRV=
-    fi
+    local p
+    for p in "$FI_SRV" "$UCX_SRV"; do
+        if [ -n "$p" ]; then
+            kill "$p" 2>/dev/null || true
+            wait "$p" 2>/dev/null || true
+        fi
+    done
+    FI_SRV= UCX_SRV=
     vipd_stop
 }

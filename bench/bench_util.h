@@ -14,6 +14,7 @@
 #define BENCH_UTIL_H
 
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -209,6 +210,7 @@ struct bu_ep {
     size_t nidle;
     struct bu_region reg[8];
     size_t nreg;
+    bool rdma_write, rdma_read; /* the VIs bu_create_vi_cq makes allow RDMA write / read */
     volatile int closing; /* errors from here on are the peer leaving */
 };
 
@@ -238,8 +240,10 @@ static inline void bu_open(struct bu_ep *ep, const char *dev, VIP_RELIABILITY_LE
     BU_CHECK(VipCreatePtag(ep->nic, &ep->ptag));
 }
 
-/* Page-aligned, zeroed, registered memory (descriptors and buffers alike). */
-static inline void *bu_alloc(struct bu_ep *ep, size_t len, VIP_MEM_HANDLE *mh)
+/* Page-aligned, zeroed, registered memory that the peer may reach by RDMA
+ * write and/or read (with a VI that allows it), or not at all. */
+static inline void *bu_alloc_rdma(struct bu_ep *ep, size_t len, VIP_MEM_HANDLE *mh,
+                                  bool rdma_write, bool rdma_read)
 {
     if (ep->nreg == sizeof ep->reg / sizeof ep->reg[0])
         bu_die("internal: too many regions");
@@ -249,11 +253,17 @@ static inline void *bu_alloc(struct bu_ep *ep, size_t len, VIP_MEM_HANDLE *mh)
     if (e)
         bu_die("cannot allocate %zu bytes: %s", len, strerror(e));
     memset(p, 0, len);
-    VIP_MEM_ATTRIBUTES ma = {.Ptag = ep->ptag, .EnableRdmaWrite = VIP_FALSE,
-                             .EnableRdmaRead = VIP_FALSE};
+    VIP_MEM_ATTRIBUTES ma = {.Ptag = ep->ptag, .EnableRdmaWrite = rdma_write,
+                             .EnableRdmaRead = rdma_read};
     BU_CHECK(VipRegisterMem(ep->nic, p, len, &ma, mh));
     ep->reg[ep->nreg++] = (struct bu_region){p, len, *mh};
     return p;
+}
+
+/* Page-aligned, zeroed, registered memory (descriptors and buffers alike). */
+static inline void *bu_alloc(struct bu_ep *ep, size_t len, VIP_MEM_HANDLE *mh)
+{
+    return bu_alloc_rdma(ep, len, mh, false, false);
 }
 
 /* A VI whose send and receive queues both complete to `cq` (NULL: to no CQ). */
@@ -262,7 +272,7 @@ static inline VIP_VI_HANDLE bu_create_vi_cq(struct bu_ep *ep, VIP_CQ_HANDLE cq)
     VIP_VI_ATTRIBUTES va = {.ReliabilityLevel = ep->rel,
                             .MaxTransferSize = ep->attrs.MaxTransferSize,
                             .QoS = NULL, .Ptag = ep->ptag,
-                            .EnableRdmaWrite = VIP_FALSE, .EnableRdmaRead = VIP_FALSE};
+                            .EnableRdmaWrite = ep->rdma_write, .EnableRdmaRead = ep->rdma_read};
     VIP_VI_HANDLE vi;
     BU_CHECK(VipCreateVi(ep->nic, &va, cq, cq, &vi));
     return vi;
@@ -546,6 +556,344 @@ static inline size_t bu_sizes(bool all, uint32_t one, uint32_t max, uint32_t *ou
     for (uint64_t s = BU_MIN_SIZE; s <= max && n < cap; s *= 2)
         out[n++] = (uint32_t)s;
     return n;
+}
+
+
+/* ---- the options of the perftest-style programs -------------------------------------- */
+
+/* What every vip_*_lat / vip_*_bw program takes; each adds its own. */
+struct bu_opts {
+    uint32_t size;
+    bool all;
+    uint64_t iters;  /* 0: chosen per size */
+    uint64_t warmup; /* UINT64_MAX: chosen per size */
+    const char *server_dev, *client_dev;
+    bool csv;
+    bool events; /* -e: block in the VIPL waits instead of polling */
+    VIP_RELIABILITY_LEVEL rel;
+    size_t vis; /* --vis: idle VIs to create first (programs that take it) */
+    uint64_t disc;
+    uint32_t sizes[32];
+    size_t nsizes;
+};
+
+/* A program's own options, beside the common ones. */
+struct bu_args {
+    uint32_t size;         /* default -s */
+    uint32_t min_size;     /* smallest -s it can measure */
+    uint64_t max_iters;    /* largest -n / -w */
+    bool vis;              /* takes --vis N */
+    const char *shortopts; /* its own, getopt style ("t:"), or "" */
+    const struct option *longopts; /* its own, ending in a zero entry */
+    /* Take option c (true), or refuse it (false: usage, exit 2). */
+    bool (*own)(int c, const char *arg, void *ctx);
+    void *ctx;
+    void (*usage)(FILE *f);
+    uint32_t disc_tag; /* the program's discriminator tag */
+};
+
+static const struct option bu_longopts[] = {
+    {"size", required_argument, NULL, 's'},  {"all", no_argument, NULL, 'a'},
+    {"iters", required_argument, NULL, 'n'}, {"warmup", required_argument, NULL, 'w'},
+    {"dev", required_argument, NULL, 'd'},   {"csv", no_argument, NULL, 'C'},
+    {"reliability", required_argument, NULL, 'R'},
+    {"events", no_argument, NULL, 'e'},      {"help", no_argument, NULL, 'h'}};
+
+/* One of the common options (true), or not one of them (false). */
+static inline bool bu_opt(struct bu_opts *o, const struct bu_args *a, int c, const char *arg)
+{
+    switch (c) {
+    case 's': {
+        uint64_t v = bu_parse_size(arg, "-s");
+        if (v > BU_MAX_SIZE)
+            bu_die("-s: %" PRIu64 " bytes is more than the %u-byte maximum transfer", v,
+                   BU_MAX_SIZE);
+        if (v < a->min_size)
+            bu_die("-s: this test needs messages of at least %u bytes", a->min_size);
+        o->size = (uint32_t)v;
+        return true;
+    }
+    case 'a': o->all = true; return true;
+    case 'n': o->iters = bu_parse_count(arg, "-n", 1, a->max_iters); return true;
+    case 'w': o->warmup = bu_parse_count(arg, "-w", 0, a->max_iters); return true;
+    case 'd': o->server_dev = arg; return true;
+    case 'C': o->csv = true; return true;
+    case 'R': o->rel = bu_parse_reliability(arg); return true;
+    case 'e': o->events = true; return true;
+    case 'V':
+        if (!a->vis)
+            return false;
+        o->vis = (size_t)bu_parse_count(arg, "--vis", 0, 4000);
+        return true;
+    default: return false;
+    }
+}
+
+/*
+ * Parse the command line: the common options into o (after their
+ * defaults), the program's own through a->own. -h prints the usage and
+ * exits 0; anything wrong prints it and exits 2. Then the sizes of the run
+ * and our discriminator.
+ */
+static inline void bu_parse_args(struct bu_opts *o, const struct bu_args *a, int argc,
+                                 char **argv)
+{
+    *o = (struct bu_opts){.size = a->size, .warmup = UINT64_MAX, .server_dev = "via0",
+                          .client_dev = "via0", .rel = VIP_SERVICE_RELIABLE_DELIVERY};
+    enum { NCOMMON = sizeof bu_longopts / sizeof bu_longopts[0] };
+    struct option lo[NCOMMON + 16];
+    size_t n = 0;
+    for (; n < NCOMMON; n++)
+        lo[n] = bu_longopts[n];
+    if (a->vis)
+        lo[n++] = (struct option){"vis", required_argument, NULL, 'V'};
+    for (const struct option *x = a->longopts; x && x->name; x++) {
+        if (n == NCOMMON + 15)
+            bu_die("internal: too many options");
+        lo[n++] = *x;
+    }
+    lo[n] = (struct option){0};
+    char shortopts[64];
+    snprintf(shortopts, sizeof shortopts, "s:an:w:d:eh%s", a->shortopts ? a->shortopts : "");
+    int c;
+    while ((c = getopt_long(argc, argv, shortopts, lo, NULL)) != -1) {
+        if (bu_opt(o, a, c, optarg) ||
+            (c != 'h' && c != '?' && a->own && a->own(c, optarg, a->ctx)))
+            continue;
+        a->usage(c == 'h' ? stdout : stderr);
+        exit(c == 'h' ? 0 : 2);
+    }
+    if (optind < argc) {
+        fprintf(stderr, "%s: unexpected argument '%s'\n", bu_prog, argv[optind]);
+        a->usage(stderr);
+        exit(2);
+    }
+    o->nsizes = bu_sizes(o->all, o->size, BU_MAX_SIZE, o->sizes,
+                         sizeof o->sizes / sizeof o->sizes[0]);
+    o->disc = bu_discriminator(a->disc_tag);
+}
+
+/* What a program's usage says; bu_usage adds the common options' lines. */
+struct bu_usage {
+    const char *about;  /* lines after "usage: PROG [options]" */
+    const char *size;   /* -s: the default and limits */
+    bool bw;            /* -n, -w: counted as a bandwidth program counts (bu_bw_iters) */
+    const char *unit;   /* what -n counts: "iterations", "messages", "reads" */
+    const char *peer;   /* -d: whose NIC ("server's", "receiver's", ...) */
+    const char *events; /* -e: what it does (continuation lines indented 26) */
+    const char *rel;    /* --reliability: the levels, or NULL for all three */
+    bool vis;           /* takes --vis */
+    const char *own;    /* the program's own options' lines, or NULL */
+};
+
+static inline void bu_usage(FILE *f, const struct bu_usage *u)
+{
+    fprintf(f, "usage: %s [options]\n%s", bu_prog, u->about);
+    fprintf(f, "  -s, --size BYTES        message size (%s; K/M suffixes)\n", u->size);
+    fprintf(f, "  -a, --all               all sizes 4 B .. 1 MiB in powers of two\n");
+    if (u->bw)
+        fprintf(f, "  -n, --iters N           %s per size (default 8 GiB worth, 10^4..10^6)\n"
+                   "  -w, --warmup N          unmeasured %s first (default iters/10, <= 2000)\n",
+                u->unit, u->unit);
+    else
+        fprintf(f, "  -n, --iters N           measured %s per size (default 100000 up to\n"
+                   "                          16 KiB, then fewer so a size takes about a second)\n"
+                   "  -w, --warmup N          unmeasured %s first (default iters/10, <= 1000)\n",
+                u->unit, u->unit);
+    fprintf(f, "  -d, --dev NIC           the %s NIC (default via0; via1 crosses the switch)\n",
+            u->peer);
+    if (u->vis)
+        fprintf(f, "      --vis N             create N extra idle VIs in each process first\n");
+    fprintf(f, "      --reliability L     %s\n",
+            u->rel ? u->rel : "unreliable | delivery (default) | reception");
+    fprintf(f, "  -e, --events            %s\n", u->events);
+    fprintf(f, "%s", u->own ? u->own : "");
+    fprintf(f, "      --csv               CSV output (units in the '#' header)\n"
+               "  -h, --help              this text\n"
+               "  Environment: VIPD_SOCKET (vipd's socket), VIPD_AUTOSTART=0 (do not start vipd),\n"
+               "  VIP_PROFILE (the profile of a vipd the library starts), VIP_EXT_MODE (how small\n"
+               "  sends reach the NIC; RDMA always takes the standard path).\n");
+}
+
+/* The peer name a client looks up: the server's NIC, or "localhost" when
+ * both use the same NIC. */
+static inline const char *bu_peer_name(const struct bu_opts *o)
+{
+    return strcmp(o->server_dev, o->client_dev) == 0 ? "localhost" : o->server_dev;
+}
+
+/* "polling: ..." or "events: ..." for the headers. */
+static inline const char *bu_completions(const struct bu_opts *o, const char *polling,
+                                         const char *events)
+{
+    return o->events ? events : polling;
+}
+
+/*
+ * The header of a table. CSV: '#' lines saying `what` was measured and the
+ * set-up (the NICs, the reliability level, then `setup`), then `columns`.
+ * Text: the title, the same facts and the lines of `about` (NULL-ended),
+ * then `columns`, between rules.
+ */
+static inline void bu_header(const struct bu_opts *o, const char *what, const char *setup,
+                             const char *rule, const char *title, const char *const *about,
+                             const char *columns)
+{
+    if (o->csv) {
+        printf("# %s: %s\n# server NIC %s, client NIC %s, %s, %s\n%s\n", bu_prog, what,
+               o->server_dev, o->client_dev, bu_reliability_name(o->rel), setup, columns);
+        return;
+    }
+    int pad = ((int)strlen(rule) - (int)strlen(title)) / 2;
+    printf("%s\n%*s%s\n", rule, pad > 0 ? pad : 0, "", title);
+    printf(" Server NIC      : %-8s  Client NIC : %s\n", o->server_dev, o->client_dev);
+    printf(" Reliability     : %s\n", bu_reliability_name(o->rel));
+    for (; *about; about++)
+        printf(" %s\n", *about);
+    printf("%s\n%s\n", rule, columns);
+    fflush(stdout);
+}
+
+/* The client's end: the table's last rule, the bye (on descriptor d), and
+ * the teardown. */
+static inline void bu_client_end(const struct bu_opts *o, const char *rule, struct bu_ep *ep,
+                                 VIP_DESCRIPTOR *d, VIP_MEM_HANDLE dmh)
+{
+    if (!o->csv)
+        printf("%s\n", rule);
+    bu_bye_send(ep, d, dmh);
+    bu_close(ep);
+}
+
+/* ---- latency programs: iterations, samples, the table ------------------------------- */
+
+#define BU_LAT_RULE                                                                      \
+    "---------------------------------------------"                                      \
+    "----------------------------------------------"
+#define BU_LAT_CSV "bytes,iters,min_us,median_us,p90_us,p99_us,max_us,avg_us"
+#define BU_LAT_COLS                                                                      \
+    " #bytes    #iterations  t_min[us]   t_median[us]   t_p90[us]   t_p99[us]   t_max[us]"   \
+    "   t_avg[us]"
+
+static inline void bu_lat_header(const struct bu_opts *o, const char *what, const char *setup,
+                                 const char *title, const char *const *about)
+{
+    bu_header(o, what, setup, BU_LAT_RULE, title, about, o->csv ? BU_LAT_CSV : BU_LAT_COLS);
+}
+
+/* Iterations for one size: 100000 for small messages, fewer for large ones
+ * so that a size takes about a second or less. */
+static inline uint64_t bu_lat_iters(const struct bu_opts *o, uint32_t size)
+{
+    if (o->iters)
+        return o->iters;
+    if (size <= 16384)
+        return 100000;
+    uint64_t n = 100000ull * 16384 / size;
+    return n < 1000 ? 1000 : n;
+}
+
+static inline uint64_t bu_lat_warmup(const struct bu_opts *o, uint32_t size)
+{
+    if (o->warmup != UINT64_MAX)
+        return o->warmup;
+    uint64_t n = bu_lat_iters(o, size) / 10;
+    return n > 1000 ? 1000 : n;
+}
+
+/* Room for the post times of the largest size of a run, and its samples. */
+struct bu_samples {
+    uint64_t *t; /* t[i]: when iteration i began; t[warm + n]: when the last ended */
+    double *lat;
+};
+
+static inline struct bu_samples bu_samples_new(const struct bu_opts *o)
+{
+    uint64_t most = 0;
+    for (size_t k = 0; k < o->nsizes; k++) {
+        uint64_t t = bu_lat_warmup(o, o->sizes[k]) + bu_lat_iters(o, o->sizes[k]);
+        most = t > most ? t : most;
+    }
+    struct bu_samples s = {malloc((most + 1) * sizeof *s.t), malloc(most * sizeof *s.lat)};
+    if (!s.t || !s.lat)
+        bu_die("out of memory for %" PRIu64 " samples", most);
+    return s;
+}
+
+static inline void bu_samples_free(struct bu_samples *s)
+{
+    free(s->t);
+    free(s->lat);
+}
+
+/* The table row of one size: the n measured cycles after `warm` (each
+ * divided by div: 2 for RTT/2), in microseconds. */
+static inline void bu_lat_report(const struct bu_opts *o, struct bu_samples *sm, uint32_t size,
+                                 uint64_t warm, uint64_t n, double div)
+{
+    for (uint64_t i = 0; i < n; i++)
+        sm->lat[i] = (double)(sm->t[warm + i + 1] - sm->t[warm + i]) / (1e3 * div);
+    struct bu_stats s = bu_stats_of(sm->lat, n);
+    if (o->csv)
+        printf("%u,%" PRIu64 ",%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", size, n, s.min, s.median,
+               s.p90, s.p99, s.max, s.avg);
+    else
+        printf(" %-9u %-12" PRIu64 " %-11.2f %-14.2f %-11.2f %-11.2f %-11.2f %-11.2f\n", size, n,
+               s.min, s.median, s.p90, s.p99, s.max, s.avg);
+    fflush(stdout);
+}
+
+/* ---- bandwidth programs --------------------------------------------------------------- */
+
+#define BU_BW_RULE                                                                       \
+    "-----------------------------------------"                                          \
+    "-----------------------------------------"
+#define BU_BW_CSV "bytes,iters,seconds,MB_per_s,Mbit_per_s,msgs_per_s"
+#define BU_BW_COLS \
+    " #bytes    #iterations  time[s]     BW[MB/s]      BW[Mbit/s]      rate[Mmsg/s]"
+
+/* As bu_lat_header; `what` gets the units appended. */
+static inline void bu_bw_header(const struct bu_opts *o, const char *what, const char *setup,
+                                const char *title, const char *const *about)
+{
+    char w[256];
+    snprintf(w, sizeof w, "%s; MB = 10^6 bytes, Mbit = 10^6 bits", what);
+    const char *lines[16];
+    size_t n = 0;
+    for (; *about && n < 14; about++)
+        lines[n++] = *about;
+    lines[n++] = "Units           : MB = 10^6 bytes, Mbit = 10^6 bits, Mmsg = 10^6 messages";
+    lines[n] = NULL;
+    bu_header(o, w, setup, BU_BW_RULE, title, lines, o->csv ? BU_BW_CSV : BU_BW_COLS);
+}
+
+/* Messages for one size: 8 GiB worth, between 10000 and 1000000. */
+static inline uint64_t bu_bw_iters(const struct bu_opts *o, uint32_t size)
+{
+    if (o->iters)
+        return o->iters;
+    uint64_t n = (8ull << 30) / (size ? size : 1);
+    return n < 10000 ? 10000 : n > 1000000 ? 1000000 : n;
+}
+
+static inline uint64_t bu_bw_warmup(const struct bu_opts *o, uint32_t size)
+{
+    if (o->warmup != UINT64_MAX)
+        return o->warmup;
+    uint64_t n = bu_bw_iters(o, size) / 10;
+    return n > 2000 ? 2000 : n;
+}
+
+static inline void bu_bw_row(const struct bu_opts *o, uint32_t size, uint64_t n, double sec)
+{
+    double bytes = (double)size * (double)n;
+    if (o->csv)
+        printf("%u,%" PRIu64 ",%.6f,%.2f,%.2f,%.0f\n", size, n, sec, bytes / sec / 1e6,
+               8 * bytes / sec / 1e6, (double)n / sec);
+    else
+        printf(" %-9u %-12" PRIu64 " %-11.4f %-13.2f %-15.2f %-12.4f\n", size, n, sec,
+               bytes / sec / 1e6, 8 * bytes / sec / 1e6, (double)n / sec / 1e6);
+    fflush(stdout);
 }
 
 #endif /* BENCH_UTIL_H */

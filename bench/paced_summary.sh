@@ -12,6 +12,9 @@ model() { awk -F, -v q="$2" '$2 == q { print $3; exit }' "$RES/$1_model.csv"; }
 # median one-way latency of SIZE in PROF/MODE
 lat() { awk -F, -v s="$3" '/^#/ || /^bytes,/ { next } $1 == s { print $4; exit }' "$RES/$1_$2_latency.csv"; }
 bw() { awk -F, -v s="$3" '/^#/ || /^bytes,/ { next } $1 == s { print $5; exit }' "$RES/$1_$2_bandwidth.csv"; }
+# the same of RDMA write (PROF SIZE)
+rlat() { lat "$1" rdma_write "$2"; }
+rbw() { bw "$1" rdma_write "$2"; }
 # least-squares slope of median latency over 4 B .. 4 KB, as Mbit/s
 slope() {
     awk -F, '/^#/ || /^bytes,/ { next } $1 >= 4 && $1 <= 4096 { n++; x += $1; y += $4; xx += $1 * $1; xy += $1 * $4 }
@@ -66,6 +69,34 @@ for p in "$@"; do
     for s in 256 1024 4096 16384; do
         v=$(bw "$p" standard "$s")
         printf ' %18s' "${v:-n/a} ($(printf '%.0f' "$(model "$p" "bw_$s")"))"
+    done
+    echo
+done
+echo
+
+echo "RDMA write one-way latency [us] (ping-pong, each side polls its memory), median measured (model)"
+printf '  %-8s' profile
+for s in 4 256 1024 4096 16384; do printf ' %18s' "$s B"; done
+echo
+for p in "$@"; do
+    printf '  %-8s' "$p"
+    for s in 4 256 1024 4096 16384; do
+        v=$(rlat "$p" "$s")
+        printf ' %18s' "${v:-n/a} ($(printf '%.2f' "$(model "$p" "rdma_write_oneway_$s")"))"
+    done
+    echo
+done
+echo
+
+echo "RDMA write streaming bandwidth [Mbit/s], measured (model prediction)"
+printf '  %-8s' profile
+for s in 256 1024 4096 16384; do printf ' %18s' "$s B"; done
+echo
+for p in "$@"; do
+    printf '  %-8s' "$p"
+    for s in 256 1024 4096 16384; do
+        v=$(rbw "$p" "$s")
+        printf ' %18s' "${v:-n/a} ($(printf '%.0f' "$(model "$p" "rdma_write_bw_$s")"))"
     done
     echo
 done

@@ -2,9 +2,13 @@
 #
 #   gnuplot -e "data='bench/results/native_latency.csv'" \
 #           -e "out='bench/results/native_latency.png'" \
+#           [-e "wlat='bench/results/native_rdma_write_latency.csv'"] \
+#           [-e "rlat='bench/results/native_rdma_read_latency.csv'"] \
 #           [-e "ref='bench/results/fi_shm_pingpong.csv'"] bench/plot_latency.gp
 #
 # data: CSV of vip_send_lat -a --csv (columns bytes, median_us, p99_us, min_us)
+# wlat: optional CSV of vip_write_lat -a --csv (RDMA write, RTT/2)
+# rlat: optional CSV of vip_read_lat -a --csv (RDMA read: the whole read, not halved)
 # ref:  optional CSV with columns bytes, usec_per_xfer (fi_pingpong, shm)
 
 if (!exists("data")) data = 'bench/results/native_latency.csv'
@@ -15,22 +19,24 @@ set output out
 set datafile separator ','
 set datafile commentschars '#'
 set datafile columnheaders
-set title "VIA send/receive, one-way latency (RTT/2 of a ping-pong)"
+set title "VIA one-way latency (RTT/2 of a ping-pong); RDMA read: the whole read"
 set xlabel "message size [bytes]"
-set ylabel "one-way latency [microseconds]"
+set ylabel "latency [microseconds]"
 set logscale x 2
 set logscale y 10
 set format x "2^{%L}"
 set grid xtics ytics mytics
 set key top left box opaque
 
-if (exists("ref")) {
-    plot data using "bytes":"median_us" with linespoints lw 2 pt 7 title "emulated VIA NIC, median", \
-         data using "bytes":"p99_us" with lines dt 2 lw 1 title "emulated VIA NIC, 99th percentile", \
-         data using "bytes":"min_us" with lines dt 3 lw 1 title "emulated VIA NIC, minimum", \
-         ref using "bytes":"usec_per_xfer" with linespoints lw 2 pt 5 title "libfabric shm (fi\\_pingpong), mean"
-} else {
-    plot data using "bytes":"median_us" with linespoints lw 2 pt 7 title "emulated VIA NIC, median", \
-         data using "bytes":"p99_us" with lines dt 2 lw 1 title "emulated VIA NIC, 99th percentile", \
-         data using "bytes":"min_us" with lines dt 3 lw 1 title "emulated VIA NIC, minimum"
-}
+s_med = 'data using "bytes":"median_us" with linespoints lw 2 pt 7 title "send/receive, median"'
+s_p99 = 'data using "bytes":"p99_us" with lines dt 2 lw 1 title "send/receive, 99th percentile"'
+s_min = 'data using "bytes":"min_us" with lines dt 3 lw 1 title "send/receive, minimum"'
+s_w = 'wlat using "bytes":"median_us" with linespoints lw 2 pt 11 title "RDMA write (target polls memory), median"'
+s_r = 'rlat using "bytes":"median_us" with linespoints lw 2 pt 13 title "RDMA read (post to completion), median"'
+s_ref = 'ref using "bytes":"usec_per_xfer" with linespoints lw 2 pt 5 title "libfabric shm (fi\\_pingpong), mean"'
+
+cmd = 'plot ' . s_med . ', ' . s_p99 . ', ' . s_min
+if (exists("wlat")) cmd = cmd . ', ' . s_w
+if (exists("rlat")) cmd = cmd . ', ' . s_r
+if (exists("ref")) cmd = cmd . ', ' . s_ref
+eval cmd

@@ -1,10 +1,12 @@
 # plot_paced.gp - a paced profile: latency and bandwidth against message
-# size, one curve per extension mode (log2 x axis).
+# size, one curve per extension mode and one for RDMA write (log2 x axis).
 #
 #   gnuplot -e "prof='sbus'" -e "dir='bench/results'" bench/plot_paced.gp
 #
 # reads  dir/PROF_{standard,descriptorless,merged}_{latency,bandwidth}.csv
-#        dir/PROF_model_bw.csv (bytes,Mbit_per_s: what the model predicts)
+#        dir/PROF_rdma_write_{latency,bandwidth}.csv
+#        dir/PROF_model_bw.csv, dir/PROF_model_rdma_bw.csv (bytes,Mbit_per_s: what
+#        the model predicts for sends and for RDMA writes)
 # writes dir/PROF_latency.png, dir/PROF_bandwidth.png
 
 if (!exists("prof")) prof = 'sbus'
@@ -27,7 +29,8 @@ set ylabel "one-way latency [microseconds]"
 set logscale y 10
 plot f("standard", "latency") using "bytes":"median_us" with linespoints lw 2 pt 7 title "standard descriptors", \
      f("descriptorless", "latency") using "bytes":"median_us" with linespoints lw 2 pt 5 title "descriptorless messages", \
-     f("merged", "latency") using "bytes":"median_us" with linespoints lw 2 pt 9 title "merged descriptors"
+     f("merged", "latency") using "bytes":"median_us" with linespoints lw 2 pt 9 title "merged descriptors", \
+     f("rdma_write", "latency") using "bytes":"median_us" with linespoints lw 2 pt 11 title "RDMA write (target polls memory)"
 
 set output sprintf("%s/%s_bandwidth.png", dir, prof)
 set title sprintf("profile %s: streaming bandwidth (a window of sends in flight)", prof)
@@ -37,4 +40,6 @@ set yrange [0:*]
 plot f("standard", "bandwidth") using "bytes":"Mbit_per_s" with linespoints lw 2 pt 7 title "standard descriptors", \
      f("descriptorless", "bandwidth") using "bytes":"Mbit_per_s" with linespoints lw 2 pt 5 title "descriptorless messages", \
      f("merged", "bandwidth") using "bytes":"Mbit_per_s" with linespoints lw 2 pt 9 title "merged descriptors", \
-     sprintf("%s/%s_model_bw.csv", dir, prof) using "bytes":"Mbit_per_s" with lines dt 2 lw 2 title "model prediction (standard)"
+     f("rdma_write", "bandwidth") using "bytes":"Mbit_per_s" with linespoints lw 2 pt 11 title "RDMA write", \
+     sprintf("%s/%s_model_bw.csv", dir, prof) using "bytes":"Mbit_per_s" with lines dt 2 lw 2 title "model prediction (standard)", \
+     sprintf("%s/%s_model_rdma_bw.csv", dir, prof) using "bytes":"Mbit_per_s" with lines dt 3 lw 2 title "model prediction (RDMA write)"

@@ -10,10 +10,14 @@
 #   then the native profile:
 #   1. latency sweep    vip_send_lat -a --csv        -> results/native_latency.csv
 #   2. bandwidth sweep  vip_send_bw -a --csv         -> results/native_bandwidth.csv
-#   3. reference sweep  fi_pingpong -p shm -e rdm    -> results/fi_shm_pingpong.csv
-#   4. comparison       compare_native.sh            -> results/native_compare.txt
-#                       (vs fi_pingpong; wake-up and delivery vs a pipe and UDP)
-#   5. plots (if gnuplot is installed)               -> results/native_latency.png,
+#   3. RDMA sweeps      vip_write_lat -a, vip_write_bw -a, vip_read_lat -a --csv
+#                         -> results/native_rdma_write_latency.csv,
+#                            native_rdma_write_bandwidth.csv, native_rdma_read_latency.csv
+#   4. reference sweep  fi_pingpong -p shm -e rdm    -> results/fi_shm_pingpong.csv
+#   5. comparison       compare_native.sh            -> results/native_compare.txt
+#                       (vs fi_pingpong; RDMA write vs send/receive and UCX put;
+#                       wake-up and delivery vs a pipe and UDP)
+#   6. plots (if gnuplot is installed)               -> results/native_latency.png,
 #                                                       results/native_bandwidth.png
 #   6. AM-II: run_am2.sh (am2_ping, am2_bulk under amrun; native, sbus, pci;
 #      NIC and shared memory)                       -> results/am2_*
@@ -44,7 +48,7 @@ while [ $# -gt 0 ]; do
 done
 
 
-for p in vip_send_lat vip_send_bw vipd vipctl; do
+for p in vip_send_lat vip_send_bw vip_write_lat vip_write_bw vip_read_lat vipd vipctl; do
     if [ ! -x "$BIN/$p" ]; then
         say "run_bench.sh: $BIN/$p is missing: run 'make' first"
         exit 1
@@ -87,9 +91,19 @@ if [ "$QUICK" = 1 ]; then
 else
     run "$BIN/vip_send_bw" -a --csv >"$RES/native_bandwidth.csv"
 fi
+
+# The latency sweeps as the send's; the bandwidth sweep with 10^4 messages a
+# size (the default, 8 GiB worth, takes 10^6 of the small ones): its curve
+# sits beside the send's, and compare_native.sh measures the 1 MiB RDMA
+# write bandwidth with repeats.
+step 3 "RDMA sweeps: vip_write_lat -a, vip_write_bw -a, vip_read_lat -a"
+if [ "$QUICK" = 1 ]; then LN=(-n 5000); BN=(-n 5000 -w 500); else LN=(); BN=(-n 10000 -w 1000); fi
+run "$BIN/vip_write_lat" -a "${LN[@]}" --csv >"$RES/native_rdma_write_latency.csv"
+run "$BIN/vip_write_bw" -a "${BN[@]}" --csv >"$RES/native_rdma_write_bandwidth.csv"
+run "$BIN/vip_read_lat" -a "${LN[@]}" --csv >"$RES/native_rdma_read_latency.csv"
 vipd_stop
 
-step 3 "reference sweep: fi_pingpong -p shm -e rdm"
+step 4 "reference sweep: fi_pingpong -p shm -e rdm"
 FI_CSV=
 if command -v fi_pingpong >/dev/null 2>&1; then
     FI_CSV=$RES/fi_shm_pingpong.csv
@@ -114,7 +128,7 @@ else
     say "      fi_pingpong not found (Debian: libfabric-bin): no reference sweep"
 fi
 
-step 4 "comparison with libfabric shm, a pipe and UDP: compare_native.sh"
+step 5 "comparison with libfabric shm, UCX, a pipe and UDP: compare_native.sh"
 rm -f "$RES/native_compare.txt"
 if [ -n "$FI_CSV" ]; then
     CARGS=()
@@ -128,13 +142,15 @@ else
     say "      skipped: it needs fi_pingpong (Debian: libfabric-bin)"
 fi
 
-step 5 "plots"
+step 6 "plots"
 if command -v gnuplot >/dev/null 2>&1; then
     gnuplot -e "data='$RES/native_latency.csv'" -e "out='$RES/native_latency.png'" \
+        -e "wlat='$RES/native_rdma_write_latency.csv'" \
+        -e "rlat='$RES/native_rdma_read_latency.csv'" \
         ${FI_CSV:+-e "ref='$FI_CSV'"} "$HERE/plot_latency.gp"
     gnuplot -e "data='$RES/native_bandwidth.csv'" -e "out='$RES/native_bandwidth.png'" \
-        -e "lat='$RES/native_latency.csv'" ${FI_CSV:+-e "ref='$FI_CSV'"} \
-        "$HERE/plot_bandwidth.gp"
+        -e "lat='$RES/native_latency.csv'" -e "wbw='$RES/native_rdma_write_bandwidth.csv'" \
+        ${FI_CSV:+-e "ref='$FI_CSV'"} "$HERE/plot_bandwidth.gp"
     say "      $RES/native_latency.png, $RES/native_bandwidth.png"
 else
     say "      gnuplot not found (Debian: gnuplot-nox): no plots"
@@ -156,7 +172,7 @@ echo
 echo "=============== AM-II over the NIC and shared memory (one-way = round trip / 2) ==============="
 cat "$RES/am2_summary.txt"
 echo
-echo "=============== native profile: this machine, vs libfabric shm ==============="
+echo "=============== native profile: this machine, vs libfabric shm and UCX ==============="
 if [ -f "$RES/native_compare.txt" ]; then
     cat "$RES/native_compare.txt"
 else

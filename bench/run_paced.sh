@@ -10,13 +10,17 @@
 # Written to bench/results (or $RESULTS):
 #   PROFILE_MODE_latency.csv    vip_send_lat, 4 B .. 32 KiB, one-way us
 #   PROFILE_MODE_bandwidth.csv  vip_send_bw, 4 B .. 32 KiB, streaming
+#   PROFILE_rdma_write_latency.csv    vip_write_lat, 4 B .. 32 KiB, one-way us
+#   PROFILE_rdma_write_bandwidth.csv  vip_write_bw, 4 B .. 32 KiB, streaming
 #   PROFILE_logp.csv            vip_logp (4-byte messages), us
 #   PROFILE_scan.csv            4-byte one-way latency with 1..16 VIs per NIC
 #   PROFILE_breakdown.txt       median modelled time per stage (vipctl trace stats)
 #   PROFILE_model.csv           what vip_model predicts (no measurement)
+#   PROFILE_model_bw.csv, PROFILE_model_rdma_bw.csv   its bandwidth curves, for the plots
 #   PROFILE_latency.png, PROFILE_bandwidth.png   one curve per mode
 #   paced_summary.txt           the tables printed at the end
-# MODE is standard, descriptorless or merged (VIP_EXT_MODE).
+# MODE is standard, descriptorless or merged (VIP_EXT_MODE); RDMA always
+# takes the standard path, so its sweeps run once.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -40,7 +44,7 @@ done
 [ ${#PROFILES[@]} -gt 0 ] || PROFILES=(sbus pci)
 MODES=(standard descriptorless merged)
 
-for p in vip_send_lat vip_send_bw vip_logp vip_model vipd vipctl; do
+for p in vip_send_lat vip_send_bw vip_write_lat vip_write_bw vip_logp vip_model vipd vipctl; do
     [ -x "$BIN/$p" ] || { say "run_paced.sh: $BIN/$p is missing: run 'make' first"; exit 1; }
 done
 mkdir -p "$RES"
@@ -93,6 +97,12 @@ for prof in "${PROFILES[@]}"; do
         echo "bytes,Mbit_per_s"
         awk -F, '$2 ~ /^bw_/ { sub(/^bw_/, "", $2); print $2 "," $3 }' "$RES/${prof}_model.csv"
     } >"$RES/${prof}_model_bw.csv"
+    {
+        echo "# what the timing model predicts for streaming RDMA write bandwidth (vip_model)"
+        echo "bytes,Mbit_per_s"
+        awk -F, '$2 ~ /^rdma_write_bw_/ { sub(/^rdma_write_bw_/, "", $2); print $2 "," $3 }' \
+            "$RES/${prof}_model.csv"
+    } >"$RES/${prof}_model_rdma_bw.csv"
     VIP_PROFILE=$prof vipd_start
     for mode in "${MODES[@]}"; do
         say "   $prof/$mode: latency sweep ($(elapsed))"
@@ -112,6 +122,19 @@ for prof in "${PROFILES[@]}"; do
         done
         merge_csv "$RES/${prof}_${mode}_bandwidth.csv" "${files[@]}"
     done
+
+    say "   $prof: RDMA write: latency and bandwidth sweeps ($(elapsed))"
+    lfiles=() bfiles=()
+    for s in $SIZES; do
+        run "$BIN/vip_write_lat" -d via1 -s "$s" -n "$(iters_for "$s" $LAT_N)" -w 100 --csv \
+            >"$WORK/wlat_$s.csv"
+        run "$BIN/vip_write_bw" -d via1 -s "$s" -n "$(iters_for "$s" $BW_N)" -w 100 --csv \
+            >"$WORK/wbw_$s.csv"
+        lfiles+=("$WORK/wlat_$s.csv")
+        bfiles+=("$WORK/wbw_$s.csv")
+    done
+    merge_csv "$RES/${prof}_rdma_write_latency.csv" "${lfiles[@]}"
+    merge_csv "$RES/${prof}_rdma_write_bandwidth.csv" "${bfiles[@]}"
 
     say "   $prof: LogP ($(elapsed))"
     run "$BIN/vip_logp" -d via1 -n "$LOGP_N" --csv >"$RES/${prof}_logp.csv"

@@ -4,7 +4,8 @@
  * Prints, for a profile, the sums of the stage costs that the paced
  * firmware charges: ping-pong one-way latency and its per-byte slope,
  * streaming bandwidth, the LogP parameters, the extension savings and the
- * doorbell-scan scaling. `make bench` prints these beside the measurements.
+ * doorbell-scan scaling, and the same for RDMA write (rdma_write below).
+ * `make bench` prints these beside the measurements.
  *
  *   vip_model [-d PROFILE_DIR] [--csv] PROFILE...
  */
@@ -13,6 +14,51 @@
 #include <string.h>
 
 #include "fw_model.h"
+
+/*
+ * RDMA write, as the stage model has it (spec-notes/timing-model.md, "RDMA
+ * write"). The initiator runs the send stages T2..T6 for a descriptor of
+ * two segments, the address segment and one data segment: XDes fetches
+ * both, XData gathers the one. The target's NIC runs R3 Receive and R5
+ * XData only: the packet names its target, so no receive descriptor is
+ * fetched (R4) or completed (R6); with immediate data it is (R4, R6).
+ *   ping-pong one-way (ib_write_lat: each side polls its memory, so the
+ *   reflector posts nothing but its write):
+ *       o_s + doorbell wait + T2..T5 + flight + R3 + R5 [+ R4 + R6]
+ *   stream gap: the largest of o_s, the initiator's LANai (one poll + T2..T6)
+ *   and the target's (R3 + R5 [+ R4 + R6]).
+ * The ACK a reliable VI waits for is not a stage of the model: it costs
+ * the responder nothing modelled, and the initiator's LANai is free once
+ * T6's status is written (fw_predict's sends likewise ignore ACKs).
+ */
+struct rdma_prediction {
+    double oneway, gap, bw_mbps;
+};
+
+static void rdma_write(const struct via_profile *p, uint32_t bytes, unsigned nscan, int imm,
+                       struct rdma_prediction *out)
+{
+    const enum fw_ext_mode m = FW_EXT_STANDARD; /* the extensions carry sends only */
+    double o_s = fw_cost_post(p, m, bytes);
+    double wait = p->hw_doorbell || !p->paced ? 0 : 0.5 * nscan * p->poll_ns;
+    double send = fw_cost_stage(p, VIA_ST_T2_BELL, m, bytes, 2) +
+                  fw_cost_stage(p, VIA_ST_T3_XDES, m, bytes, 2) +
+                  fw_cost_stage(p, VIA_ST_T4_XDATA, m, bytes, 1) +
+                  fw_cost_stage(p, VIA_ST_T5_TRANSMIT, m, bytes, 1);
+    double recv = fw_cost_stage(p, VIA_ST_R3_RECEIVE, m, bytes, 1) +
+                  fw_cost_stage(p, VIA_ST_R5_XDATA, m, bytes, 1);
+    if (imm)
+        recv += fw_cost_stage(p, VIA_ST_R4_XDES, m, bytes, 0) +
+                fw_cost_stage(p, VIA_ST_R6_UPDT, m, bytes, 0);
+    double flight = p->paced ? p->switch_ns : 0;
+    out->oneway = o_s + wait + send + flight + recv;
+    double find = p->hw_doorbell || !p->paced ? 0 : p->poll_ns;
+    double g = find + send + fw_cost_stage(p, VIA_ST_T6_UPDT, m, bytes, 2);
+    g = g > o_s ? g : o_s;
+    g = g > recv ? g : recv;
+    out->gap = g;
+    out->bw_mbps = g > 0 ? bytes * 8.0 * 1000.0 / g : 0;
+}
 
 static void one(const struct via_profile *p, int csv)
 {
@@ -42,6 +88,12 @@ static void one(const struct via_profile *p, int csv)
             fw_predict(p, FW_EXT_STANDARD, 4, v + 1, &m);
             printf("%s,scan_%uvi_4B,%.3f,us\n", p->name, v, m.oneway / 1000);
         }
+        for (uint32_t n = 4; n <= 32768; n *= 2) {
+            struct rdma_prediction r;
+            rdma_write(p, n, 2, 0, &r);
+            printf("%s,rdma_write_oneway_%u,%.3f,us\n%s,rdma_write_bw_%u,%.1f,Mbit/s\n",
+                   p->name, n, r.oneway / 1000, p->name, n, r.bw_mbps);
+        }
         return;
     }
     printf("profile %s\n", p->name);
@@ -69,6 +121,18 @@ static void one(const struct via_profile *p, int csv)
         printf("  %u VI %.2f", v, m.oneway / 1000);
     }
     printf(" us\n");
+    struct rdma_prediction r4, r4k;
+    rdma_write(p, 4, 2, 0, &r4);
+    rdma_write(p, 4096, 2, 0, &r4k);
+    printf("  RDMA write one-way (ping-pong polling memory): 4 B %.2f us  4 KB %.2f us\n",
+           r4.oneway / 1000, r4k.oneway / 1000);
+    printf("  RDMA write streaming bandwidth:");
+    for (uint32_t n = 256; n <= 16384; n *= 4) {
+        struct rdma_prediction r;
+        rdma_write(p, n, 2, 0, &r);
+        printf("  %u B %.0f", n, r.bw_mbps);
+    }
+    printf(" Mbit/s (4 KB: %.0f)\n", r4k.bw_mbps);
 }
 
 int main(int argc, char **argv)

@@ -28,8 +28,6 @@
  * not touched in the loop; the receiver checks the first and last byte of
  * the last message of each size, and the length and status of every one.
  */
-#include <getopt.h>
-
 #include "bench_util.h"
 
 #define DISC_TAG 0x4257u /* "BW" */
@@ -43,36 +41,9 @@ struct ctl_msg {
 };
 
 struct opts {
-    uint32_t size;
-    bool all;
-    uint64_t iters;  /* 0: chosen per size */
-    uint64_t warmup; /* UINT64_MAX: chosen per size */
+    struct bu_opts c;
     uint32_t tx_depth, rx_depth;
-    const char *server_dev, *client_dev;
-    bool csv;
-    bool events; /* -e: block in VipCQWait / VipRecvWait instead of polling */
-    VIP_RELIABILITY_LEVEL rel;
-    uint64_t disc;
-    uint32_t sizes[32];
-    size_t nsizes;
 };
-
-/* Messages for one size: 8 GiB worth, between 10000 and 1000000. */
-static uint64_t iters_for(const struct opts *o, uint32_t size)
-{
-    if (o->iters)
-        return o->iters;
-    uint64_t n = (8ull << 30) / (size ? size : 1);
-    return n < 10000 ? 10000 : n > 1000000 ? 1000000 : n;
-}
-
-static uint64_t warmup_for(const struct opts *o, uint32_t size)
-{
-    if (o->warmup != UINT64_MAX)
-        return o->warmup;
-    uint64_t n = iters_for(o, size) / 10;
-    return n > 2000 ? 2000 : n;
-}
 
 /* The payload mark of data slot k (first and last byte of the message). */
 static uint8_t mark_of(uint64_t k)
@@ -99,10 +70,10 @@ struct end {
 
 static void end_setup(struct end *e, const struct opts *o, bool server)
 {
-    bu_open(&e->ep, server ? o->server_dev : o->client_dev, o->rel);
-    e->max = o->sizes[o->nsizes - 1];
+    bu_open(&e->ep, server ? o->c.server_dev : o->c.client_dev, o->c.rel);
+    e->max = o->c.sizes[o->c.nsizes - 1];
     e->depth = server ? o->rx_depth : o->tx_depth;
-    e->events = o->events;
+    e->events = o->c.events;
     if (e->max > e->ep.attrs.MaxTransferSize)
         bu_die("%u bytes exceed the MaxTransferSize of %s (%lu bytes)", e->max, e->ep.dev,
                (unsigned long)e->ep.attrs.MaxTransferSize);
@@ -115,7 +86,7 @@ static void end_setup(struct end *e, const struct opts *o, bool server)
     e->ctl = e->data + e->depth;
     e->buf = bu_alloc(&e->ep, e->depth * slot, &e->bmh);
     e->cbuf = bu_alloc(&e->ep, CTL_DEPTH * sizeof(struct ctl_msg), &e->cmh);
-    if (!server && o->events) {
+    if (!server && o->c.events) {
         /* Room for every descriptor that can be outstanding at once: the
          * sends in flight, the control receives and the final bye. */
         bu_create_cq(&e->ep, e->depth + CTL_DEPTH + 1);
@@ -134,8 +105,7 @@ static void end_setup(struct end *e, const struct opts *o, bool server)
             BU_CHECK(VipPostRecv(e->ep.vi, &e->ctl[i], e->dmh));
         e->ctl_posted = CTL_DEPTH;
     }
-    const char *peer = strcmp(o->server_dev, o->client_dev) == 0 ? "localhost" : o->server_dev;
-    bu_connect(&e->ep, server, peer, o->disc);
+    bu_connect(&e->ep, server, bu_peer_name(&o->c), o->c.disc);
 }
 
 /* ---- receiver ----------------------------------------------------------------------- */
@@ -218,12 +188,12 @@ static void server(void *arg)
     struct end e = {0};
     struct rx_state s = {0};
     end_setup(&e, o, true);
-    for (size_t k = 0; k < o->nsizes; k++) {
-        uint32_t size = o->sizes[k];
-        uint64_t warm = warmup_for(o, size);
+    for (size_t k = 0; k < o->c.nsizes; k++) {
+        uint32_t size = o->c.sizes[k];
+        uint64_t warm = bu_bw_warmup(&o->c, size);
         if (warm)
             receive_round(&e, &s, size, warm, o->tx_depth);
-        receive_round(&e, &s, size, iters_for(o, size), o->tx_depth);
+        receive_round(&e, &s, size, bu_bw_iters(&o->c, size), o->tx_depth);
     }
     reap_ctl_sends(&e, false);
     while (e.ctl_done < e.ctl_posted)
@@ -371,33 +341,25 @@ static double send_round_events(struct end *e, uint64_t *credits, uint32_t size,
 
 static void print_header(const struct opts *o)
 {
-    if (o->csv) {
-        printf("# vip_send_bw: streaming bandwidth; MB = 10^6 bytes, Mbit = 10^6 bits; seconds "
-               "from the first send to the receiver's ack of the last\n");
-        printf("# server NIC %s, client NIC %s, %s, tx depth %u, rx depth %u, completions %s\n",
-               o->server_dev, o->client_dev, bu_reliability_name(o->rel), o->tx_depth,
-               o->rx_depth,
-               o->events ? "by events (sender VipCQWait, receiver VipRecvWait)"
-                         : "by polling (VipSendDone/VipRecvDone)");
-        printf("bytes,iters,seconds,MB_per_s,Mbit_per_s,msgs_per_s\n");
-        return;
-    }
-    const char *line = "-----------------------------------------------------------------"
-                       "-----------------";
-    printf("%s\n", line);
-    printf("                         VIA Send Bandwidth Test\n");
-    printf(" Server NIC      : %-8s  Client NIC : %s\n", o->server_dev, o->client_dev);
-    printf(" Reliability     : %s\n", bu_reliability_name(o->rel));
-    printf(" TX depth        : %u   RX depth : %u (credit-based flow control)\n", o->tx_depth,
-           o->rx_depth);
-    printf(" Completions     : %s\n",
-           o->events ? "events: sender blocks in VipCQWait, receiver in VipRecvWait"
-                     : "polling: VipSendDone/VipRecvDone (receiver never sleeps)");
-    printf(" Units           : MB = 10^6 bytes, Mbit = 10^6 bits, Mmsg = 10^6 messages\n");
-    printf("%s\n", line);
-    printf(" %-9s %-12s %-11s %-13s %-15s %-12s\n", "#bytes", "#iterations", "time[s]",
-           "BW[MB/s]", "BW[Mbit/s]", "rate[Mmsg/s]");
-    fflush(stdout);
+    char setup[256], depth[80];
+    snprintf(setup, sizeof setup,
+             "tx depth %u, rx depth %u, completions %s; seconds from the first send to the "
+             "receiver's ack of the last",
+             o->tx_depth, o->rx_depth,
+             bu_completions(&o->c, "by polling (VipSendDone/VipRecvDone)",
+                            "by events (sender VipCQWait, receiver VipRecvWait)"));
+    snprintf(depth, sizeof depth,
+             "TX depth        : %u   RX depth : %u (credit-based flow control)", o->tx_depth,
+             o->rx_depth);
+    const char *about[] = {
+        depth,
+        bu_completions(&o->c,
+                       "Completions     : polling: VipSendDone/VipRecvDone (receiver never "
+                       "sleeps)",
+                       "Completions     : events: sender blocks in VipCQWait, receiver in "
+                       "VipRecvWait"),
+        NULL};
+    bu_bw_header(&o->c, "streaming bandwidth", setup, "VIA Send Bandwidth Test", about);
 }
 
 static void client(const struct opts *o)
@@ -407,104 +369,62 @@ static void client(const struct opts *o)
     uint64_t credits = o->rx_depth;
     size_t slot = e.max ? e.max : 1;
     print_header(o);
-    for (size_t k = 0; k < o->nsizes; k++) {
-        uint32_t size = o->sizes[k];
+    for (size_t k = 0; k < o->c.nsizes; k++) {
+        uint32_t size = o->c.sizes[k];
         for (uint32_t i = 0; i < e.depth; i++) {
             uint8_t *p = e.buf + i * slot;
             bu_desc_init(&e.data[i], p, e.bmh, size);
             if (size)
                 p[0] = p[size - 1] = mark_of(i);
         }
-        uint64_t warm = warmup_for(o, size), n = iters_for(o, size);
+        uint64_t warm = bu_bw_warmup(&o->c, size), n = bu_bw_iters(&o->c, size);
         double (*round)(struct end *, uint64_t *, uint32_t, uint64_t) =
-            o->events ? send_round_events : send_round;
+            o->c.events ? send_round_events : send_round;
         if (warm)
             round(&e, &credits, size, warm);
-        double sec = round(&e, &credits, size, n);
-        double bytes = (double)size * (double)n;
-        if (o->csv)
-            printf("%u,%" PRIu64 ",%.6f,%.2f,%.2f,%.0f\n", size, n, sec, bytes / sec / 1e6,
-                   8 * bytes / sec / 1e6, (double)n / sec);
-        else
-            printf(" %-9u %-12" PRIu64 " %-11.4f %-13.2f %-15.2f %-12.4f\n", size, n, sec,
-                   bytes / sec / 1e6, 8 * bytes / sec / 1e6, (double)n / sec / 1e6);
-        fflush(stdout);
+        bu_bw_row(&o->c, size, n, round(&e, &credits, size, n));
     }
-    if (!o->csv)
-        printf("-----------------------------------------------------------------"
-               "-----------------\n");
-    bu_bye_send(&e.ep, &e.data[0], e.dmh);
-    bu_close(&e.ep);
+    bu_client_end(&o->c, BU_BW_RULE, &e.ep, &e.data[0], e.dmh);
 }
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: vip_send_bw [options]\n"
-            "  Streaming bandwidth of VIA send/receive. Forks the receiver (server); the\n"
-            "  sender is this process on NIC via0.\n"
-            "  -s, --size BYTES        message size (default 65536; K/M suffixes)\n"
-            "  -a, --all               all sizes 4 B .. 1 MiB in powers of two\n"
-            "  -n, --iters N           messages per size (default 8 GiB worth, 10^4..10^6)\n"
-            "  -w, --warmup N          unmeasured messages first (default iters/10, <= 2000)\n"
-            "  -t, --tx-depth N        sends in flight (default 64)\n"
-            "  -r, --rx-depth N        receives kept posted by the receiver (default 128)\n"
-            "  -d, --dev NIC           the receiver's NIC (default via0; via1 crosses the switch)\n"
-            "      --reliability L     unreliable | delivery (default) | reception\n"
-            "  -e, --events            block for completions (sender: VipCQWait on a CQ of\n"
-            "                          both queues; receiver: VipRecvWait/VipSendWait) instead\n"
-            "                          of polling VipSendDone/VipRecvDone (the default)\n"
-            "      --csv               CSV output (units in the '#' header)\n"
-            "  -h, --help              this text\n"
-            "  Environment: VIPD_SOCKET (vipd's socket), VIPD_AUTOSTART=0 (do not start vipd).\n");
+    bu_usage(f, &(struct bu_usage){
+        .about = "  Streaming bandwidth of VIA send/receive. Forks the receiver (server); the\n"
+                 "  sender is this process on NIC via0.\n",
+        .size = "default 65536",
+        .unit = "messages", .bw = true,
+        .peer = "receiver's",
+        .events = "block for completions (sender: VipCQWait on a CQ of\n"
+                  "                          both queues; receiver: VipRecvWait/VipSendWait)\n"
+                  "                          instead of polling VipSendDone/VipRecvDone (the\n"
+                  "                          default)",
+        .own = "  -t, --tx-depth N        sends in flight (default 64)\n"
+               "  -r, --rx-depth N        receives kept posted by the receiver (default 128)\n"});
+}
+
+static bool own_opt(int c, const char *arg, void *ctx)
+{
+    struct opts *o = ctx;
+    switch (c) {
+    case 't': o->tx_depth = (uint32_t)bu_parse_count(arg, "-t", 1, 992); return true;
+    case 'r': o->rx_depth = (uint32_t)bu_parse_count(arg, "-r", 1, 992); return true;
+    default: return false;
+    }
 }
 
 int main(int argc, char **argv)
 {
     bu_prog = "vip_send_bw";
-    struct opts o = {.size = 65536, .warmup = UINT64_MAX, .tx_depth = 64, .rx_depth = 128,
-                     .server_dev = "via0", .client_dev = "via0",
-                     .rel = VIP_SERVICE_RELIABLE_DELIVERY};
-    static const struct option lo[] = {
-        {"size", required_argument, NULL, 's'},     {"all", no_argument, NULL, 'a'},
-        {"iters", required_argument, NULL, 'n'},    {"warmup", required_argument, NULL, 'w'},
-        {"tx-depth", required_argument, NULL, 't'}, {"rx-depth", required_argument, NULL, 'r'},
-        {"dev", required_argument, NULL, 'd'},      {"csv", no_argument, NULL, 'C'},
-        {"reliability", required_argument, NULL, 'R'},
-        {"events", no_argument, NULL, 'e'},         {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
-    int c;
-    while ((c = getopt_long(argc, argv, "s:an:w:t:r:d:eh", lo, NULL)) != -1) {
-        switch (c) {
-        case 's': {
-            uint64_t v = bu_parse_size(optarg, "-s");
-            if (v > BU_MAX_SIZE)
-                bu_die("-s: %" PRIu64 " bytes is more than the %u-byte maximum transfer", v,
-                       BU_MAX_SIZE);
-            o.size = (uint32_t)v;
-            break;
-        }
-        case 'a': o.all = true; break;
-        case 'n': o.iters = bu_parse_count(optarg, "-n", 1, 4000000000u); break;
-        case 'w': o.warmup = bu_parse_count(optarg, "-w", 0, 4000000000u); break;
-        case 't': o.tx_depth = (uint32_t)bu_parse_count(optarg, "-t", 1, 992); break;
-        case 'r': o.rx_depth = (uint32_t)bu_parse_count(optarg, "-r", 1, 992); break;
-        case 'd': o.server_dev = optarg; break;
-        case 'C': o.csv = true; break;
-        case 'R': o.rel = bu_parse_reliability(optarg); break;
-        case 'e': o.events = true; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "vip_send_bw: unexpected argument '%s'\n", argv[optind]);
-        usage(stderr);
-        return 2;
-    }
-    o.nsizes = bu_sizes(o.all, o.size, BU_MAX_SIZE, o.sizes, sizeof o.sizes / sizeof o.sizes[0]);
-    o.disc = bu_discriminator(DISC_TAG);
-
+    struct opts o = {.tx_depth = 64, .rx_depth = 128};
+    static const struct option lo[] = {{"tx-depth", required_argument, NULL, 't'},
+                                       {"rx-depth", required_argument, NULL, 'r'},
+                                       {NULL, 0, NULL, 0}};
+    bu_parse_args(&o.c,
+                  &(struct bu_args){.size = 65536, .min_size = 0, .max_iters = 4000000000u,
+                                    .shortopts = "t:r:", .longopts = lo, .own = own_opt,
+                                    .ctx = &o, .usage = usage, .disc_tag = DISC_TAG},
+                  argc, argv);
     bu_fork_server(server, &o);
     client(&o);
     bu_wait_server();

@@ -1,0 +1,316 @@
+/*
+ * test_bench.c - smoke runs of the RDMA benchmarks (bench/vip_write_lat,
+ * vip_write_bw, vip_read_lat) against the vipd of tests/run_tests.sh, as
+ * `make bench` runs them: every size from 4 B to 1 MiB, each reliability
+ * level, polling and events, a few iterations each.
+ *
+ * The programs are the ones beside this one (../bin from /proc/self/exe).
+ * Each run is bounded (killed after RUN_MS; its server dies with it) and
+ * must exit 0 with one CSV row per size whose figures hang together; the
+ * programs check every transfer's data and status themselves and exit 1
+ * on the first wrong one. Bad options must end with status 1 or 2 and say
+ * why.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/tlib.h"
+
+#define RUN_MS 60000
+#define NSIZES 19 /* -a: 4 B .. 1 MiB */
+#define MAX_ROWS 32
+
+struct run {
+    int status; /* exit code, or -1: killed (timeout, signal) */
+    char out[16384];
+    char err[4096];
+};
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The path of benchmark `prog`: ../bin beside this test program. */
+static void bench_path(char *out, size_t cap, const char *prog)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = 0;
+    char *slash = strrchr(self, '/');
+    if (slash)
+        *slash = 0;
+    snprintf(out, cap, "%s/../bin/%s", self, prog);
+}
+
+/* Append what fd has to buf (NUL-terminated, the rest dropped); false at EOF. */
+static bool drain(int fd, char *buf, size_t cap, size_t *len)
+{
+    char tmp[4096];
+    ssize_t n = read(fd, tmp, sizeof tmp);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return true;
+    if (n <= 0)
+        return false;
+    size_t k = (size_t)n < cap - 1 - *len ? (size_t)n : cap - 1 - *len;
+    memcpy(buf + *len, tmp, k);
+    *len += k;
+    buf[*len] = 0;
+    return true;
+}
+
+/* Run benchmark prog with the NULL-ended arguments, collecting its output;
+ * never longer than RUN_MS. */
+static void run_bench(struct run *r, const char *prog, ...)
+{
+    const char *argv[24];
+    char path[PATH_MAX + 32];
+    bench_path(path, sizeof path, prog);
+    argv[0] = path;
+    va_list ap;
+    va_start(ap, prog);
+    size_t n = 1;
+    while (n < 23 && (argv[n] = va_arg(ap, const char *)))
+        n++;
+    va_end(ap);
+    argv[n] = NULL;
+
+    memset(r, 0, sizeof *r);
+    r->status = -1;
+    int po[2], pe[2];
+    if (pipe2(po, O_CLOEXEC) || pipe2(pe, O_CLOEXEC)) {
+        snprintf(r->err, sizeof r->err, "pipe: %s", strerror(errno));
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(po[1], 1);
+        dup2(pe[1], 2);
+        execv(path, (char *const *)argv);
+        fprintf(stderr, "exec %s: %s\n", path, strerror(errno));
+        _exit(127);
+    }
+    close(po[1]);
+    close(pe[1]);
+    if (pid < 0) {
+        snprintf(r->err, sizeof r->err, "fork: %s", strerror(errno));
+        close(po[0]);
+        close(pe[0]);
+        return;
+    }
+    size_t lo = 0, le = 0;
+    bool open_o = true, open_e = true;
+    uint64_t deadline = now_ms() + RUN_MS;
+    while (open_o || open_e) {
+        uint64_t t = now_ms();
+        if (t >= deadline)
+            break;
+        struct pollfd fds[2] = {{open_o ? po[0] : -1, POLLIN, 0}, {open_e ? pe[0] : -1, POLLIN, 0}};
+        if (poll(fds, 2, (int)(deadline - t)) < 0 && errno != EINTR)
+            break;
+        if (fds[0].revents)
+            open_o = drain(po[0], r->out, sizeof r->out, &lo);
+        if (fds[1].revents)
+            open_e = drain(pe[0], r->err, sizeof r->err, &le);
+    }
+    close(po[0]);
+    close(pe[0]);
+    if (open_o || open_e)
+        kill(pid, SIGKILL); /* out of time: its server follows (PR_SET_PDEATHSIG) */
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    r->status = WIFEXITED(st) && !(open_o || open_e) ? WEXITSTATUS(st) : -1;
+}
+
+/* The data rows of a --csv output: numbers, up to 8 columns each. */
+static size_t csv_rows(const char *out, double rows[][8], size_t *ncols)
+{
+    size_t n = 0;
+    *ncols = 0;
+    for (const char *l = out; *l && n < MAX_ROWS; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : "") {
+        if (*l == '#' || strncmp(l, "bytes,", 6) == 0 || *l == '\n')
+            continue;
+        size_t c = 0;
+        const char *p = l;
+        while (c < 8) {
+            char *end;
+            rows[n][c++] = strtod(p, &end);
+            if (*end != ',')
+                break;
+            p = end + 1;
+        }
+        *ncols = c;
+        n++;
+    }
+    return n;
+}
+
+#define SHOW(r)                                                                           \
+    fprintf(stderr, "    status %d; stdout:\n%s    stderr:\n%s\n", (r)->status, (r)->out,  \
+            (r)->err)
+
+/* A latency table (bytes,iters,min,median,p90,p99,max,avg): one row per
+ * size of the run, the percentiles in order, all positive. */
+static void check_latency(const struct run *r, size_t nsizes, uint32_t first, unsigned iters)
+{
+    double rows[MAX_ROWS][8];
+    size_t ncols, n = csv_rows(r->out, rows, &ncols);
+    TCHK(r->status == 0);
+    TCHK(n == nsizes);
+    TCHK(ncols == 8);
+    for (size_t i = 0; i < n; i++) {
+        const double *v = rows[i];
+        TCHK(v[0] == (double)first * (double)(1u << i));
+        TCHK(v[1] == iters);
+        TCHK(v[2] > 0 && v[2] <= v[3] && v[3] <= v[4] && v[4] <= v[5] && v[5] <= v[6]);
+        TCHK(v[7] >= v[2] && v[7] <= v[6]);
+    }
+out:
+    if (CU_get_number_of_failures())
+        SHOW(r);
+}
+
+/* A bandwidth table (bytes,iters,seconds,MB/s,Mbit/s,msgs/s): its figures
+ * must follow from bytes, iters and seconds. */
+static void check_bandwidth(const struct run *r, size_t nsizes, uint32_t first, unsigned iters)
+{
+    double rows[MAX_ROWS][8];
+    size_t ncols, n = csv_rows(r->out, rows, &ncols);
+    TCHK(r->status == 0);
+    TCHK(n == nsizes);
+    TCHK(ncols == 6);
+    for (size_t i = 0; i < n; i++) {
+        const double *v = rows[i];
+        TCHK(v[0] == (double)first * (double)(1u << i));
+        TCHK(v[1] == iters);
+        TCHK(v[2] > 0);
+        /* As printed: MB/s and Mbit/s to 0.01, messages/s to 1. */
+        double mbs = v[0] * v[1] / v[2] / 1e6, rate = v[1] / v[2];
+        TCHK(v[3] >= mbs * 0.99 - 0.006 && v[3] <= mbs * 1.01 + 0.006);
+        TCHK(v[4] >= 8 * mbs * 0.99 - 0.006 && v[4] <= 8 * mbs * 1.01 + 0.006);
+        TCHK(v[5] >= rate * 0.99 - 0.6 && v[5] <= rate * 1.01 + 0.6 && v[5] > 0);
+    }
+out:
+    if (CU_get_number_of_failures())
+        SHOW(r);
+}
+
+static char *num(char *buf, unsigned v)
+{
+    snprintf(buf, 16, "%u", v);
+    return buf;
+}
+
+/* ---- vip_write_lat ------------------------------------------------------------- */
+
+static void test_write_lat_all_sizes(void)
+{
+    struct run r;
+    char n[16];
+    unsigned iters = tl_count(40, 400);
+    run_bench(&r, "vip_write_lat", "-a", "-n", num(n, iters), "-w", "2", "--csv", NULL);
+    check_latency(&r, NSIZES, 4, iters);
+}
+
+static void test_write_lat_levels(void)
+{
+    static const char *const levels[] = {"unreliable", "reception"};
+    struct run r;
+    char n[16];
+    unsigned iters = tl_count(200, 2000);
+    for (size_t i = 0; i < 2; i++) {
+        run_bench(&r, "vip_write_lat", "-s", "3000", "-n", num(n, iters), "--reliability",
+                  levels[i], "--vis", "3", "-e", "--csv", NULL);
+        check_latency(&r, 1, 3000, iters);
+    }
+}
+
+/* ---- vip_write_bw ----------------------------------------------------------------- */
+
+static void test_write_bw_all_sizes(void)
+{
+    struct run r;
+    char n[16];
+    unsigned iters = tl_count(100, 1000);
+    run_bench(&r, "vip_write_bw", "-a", "-n", num(n, iters), "-w", "5", "--csv", NULL);
+    check_bandwidth(&r, NSIZES, 4, iters);
+}
+
+/* Unreliable (completion on the wire), a small window, waiting in
+ * VipSendWait; and reliable reception with polling. */
+static void test_write_bw_levels(void)
+{
+    struct run r;
+    char n[16];
+    unsigned iters = tl_count(2000, 20000);
+    run_bench(&r, "vip_write_bw", "-s", "65536", "-n", num(n, iters), "-t", "3",
+              "--reliability", "unreliable", "-e", "--csv", NULL);
+    check_bandwidth(&r, 1, 65536, iters);
+    run_bench(&r, "vip_write_bw", "-s", "100", "-n", num(n, iters), "--reliability",
+              "reception", "--csv", NULL);
+    check_bandwidth(&r, 1, 100, iters);
+}
+
+/* ---- vip_read_lat ------------------------------------------------------------------ */
+
+static void test_read_lat_all_sizes(void)
+{
+    struct run r;
+    char n[16];
+    unsigned iters = tl_count(40, 400);
+    run_bench(&r, "vip_read_lat", "-a", "-n", num(n, iters), "-w", "2", "--csv", NULL);
+    check_latency(&r, NSIZES, 4, iters);
+    iters = tl_count(200, 2000);
+    run_bench(&r, "vip_read_lat", "-s", "5000", "-n", num(n, iters), "--reliability",
+              "reception", "-e", "--csv", NULL);
+    check_latency(&r, 1, 5000, iters);
+}
+
+/* ---- bad options: a clear refusal ---------------------------------------------------- */
+
+static void test_refusals(void)
+{
+    struct run r;
+    run_bench(&r, "vip_read_lat", "--reliability", "unreliable", NULL);
+    TCHK(r.status == 1);
+    TCHK(strstr(r.err, "reliable") != NULL);
+    run_bench(&r, "vip_write_lat", "-s", "0", NULL);
+    TCHK(r.status == 1);
+    TCHK(strstr(r.err, "at least 1") != NULL);
+    run_bench(&r, "vip_write_bw", "-s", "2M", NULL);
+    TCHK(r.status == 1);
+    TCHK(strstr(r.err, "maximum transfer") != NULL);
+    run_bench(&r, "vip_write_bw", "--no-such-option", NULL);
+    TCHK(r.status == 2);
+    TCHK(strstr(r.err, "usage: vip_write_bw") != NULL);
+    run_bench(&r, "vip_read_lat", "-h", NULL);
+    TCHK(r.status == 0);
+    TCHK(strstr(r.out, "usage: vip_read_lat") != NULL);
+out:
+    if (CU_get_number_of_failures())
+        SHOW(&r);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct tl_test tests[] = {
+        TL_TEST(test_write_lat_all_sizes), TL_TEST(test_write_lat_levels),
+        TL_TEST(test_write_bw_all_sizes),  TL_TEST(test_write_bw_levels),
+        TL_TEST(test_read_lat_all_sizes),  TL_TEST(test_refusals),
+        TL_END};
+    return tl_main(argc, argv, "bench", tests);
+}
