@@ -256,6 +256,11 @@ const struct kd_op *kd_request_check(uint32_t opcode, long blen, bool has_sessio
                                      struct kd_reply *r);
 kd_handler_fn kd_op_query_nic, kd_op_ns_lookup, kd_op_ns_reverse, kd_op_smi_nics;
 kd_handler_fn kd_op_peer_request, kd_op_peer_done, kd_op_peer_wait;
+/* The checks a client-server and a peer-to-peer request share, in the
+ * specification's order (parameters, state, reachability): the VI, and in
+ * *nic the target NIC; NULL with r failed (kd_conn.c). */
+struct kd_vi *kd_conn_request_check(struct kd_session *s, const struct via_ctl_conn_request *q,
+                                    const char *what, int *nic, struct kd_reply *r);
 kd_handler_fn kd_op_create_ptag, kd_op_destroy_ptag, kd_op_reg_mem, kd_op_dereg_mem,
     kd_op_set_mem;
 kd_handler_fn kd_op_create_vi, kd_op_destroy_vi, kd_op_set_vi, kd_op_create_cq,

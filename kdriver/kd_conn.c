@@ -104,6 +104,37 @@ static bool discrim_ok(const struct via_net_addr *a, const char *which, struct k
     return true;
 }
 
+struct kd_vi *kd_conn_request_check(struct kd_session *s, const struct via_ctl_conn_request *q,
+                                    const char *what, int *nic, struct kd_reply *r)
+{
+    struct kd_vi *vi = kd_vi_arg(s, q->vi_id, r);
+    if (!vi)
+        return NULL;
+    if (!discrim_ok(&q->local, "local", r) || !discrim_ok(&q->remote, "remote", r))
+        return NULL;
+    if (q->timeout_ms == 0) {
+        kd_fail(r, VIP_INVALID_PARAMETER, "a %s's timeout must not be 0", what);
+        return NULL;
+    }
+    *nic = kd_conn_target(&q->remote, r);
+    if (*nic == -1)
+        return NULL;
+    if (vi->state != VIA_VI_IDLE) {
+        kd_fail(r, VIP_INVALID_STATE, "VI %u is %s: only an IDLE VI can connect", vi->id,
+                kd_vi_state_name(vi->state));
+        return NULL;
+    }
+    if (*nic == KD_FOREIGN) {
+        kd_fail(r, VIP_NOT_REACHABLE,
+                "host %02x%02x%02x%02x is not this vipd (%08x): multi-host links are not "
+                "built yet",
+                q->remote.host[0], q->remote.host[1], q->remote.host[2], q->remote.host[3],
+                kd.host_id);
+        return NULL;
+    }
+    return vi;
+}
+
 /*
  * A request that will not become a connection: answer the requester
  * (status < 0: nobody to answer), put its VI back to IDLE, forget it.
@@ -223,32 +254,10 @@ void kd_op_conn_request(struct kd_client *c, uint64_t cookie, const void *body,
                         struct kd_reply *r)
 {
     const struct via_ctl_conn_request *q = body;
-    struct kd_session *s = c->sess;
-    struct kd_vi *vi = kd_vi_arg(s, q->vi_id, r);
+    int nic;
+    struct kd_vi *vi = kd_conn_request_check(c->sess, q, "connection request", &nic, r);
     if (!vi)
         return;
-    if (!discrim_ok(&q->local, "local", r) || !discrim_ok(&q->remote, "remote", r))
-        return;
-    if (q->timeout_ms == 0) {
-        kd_fail(r, VIP_INVALID_PARAMETER, "a connection request's timeout must not be 0");
-        return;
-    }
-    int nic = kd_conn_target(&q->remote, r);
-    if (nic == -1)
-        return;
-    if (vi->state != VIA_VI_IDLE) {
-        kd_fail(r, VIP_INVALID_STATE, "VI %u is %s: only an IDLE VI can connect", vi->id,
-                kd_vi_state_name(vi->state));
-        return;
-    }
-    if (nic == KD_FOREIGN) {
-        kd_fail(r, VIP_NOT_REACHABLE,
-                "host %02x%02x%02x%02x is not this vipd (%08x): multi-host links are not "
-                "built yet",
-                q->remote.host[0], q->remote.host[1], q->remote.host[2], q->remote.host[3],
-                kd.host_id);
-        return;
-    }
     struct kd_listener *l = listener_for((unsigned)nic, &q->remote);
     if (!l) {
         kd_fail(r, VIP_NO_MATCH, "nobody waits for connections on via%d with this "
@@ -266,7 +275,7 @@ void kd_op_conn_request(struct kd_client *c, uint64_t cookie, const void *body,
     while (cn->id == 0 || conn_find(cn->id));
     cn->state = KD_CONN_UNMATCHED;
     cn->chan_fd = -1;
-    cn->req_sess = s;
+    cn->req_sess = c->sess;
     cn->req_vi = vi;
     cn->req_client = c;
     cn->req_cookie = cookie;
@@ -291,7 +300,7 @@ void kd_op_conn_request(struct kd_client *c, uint64_t cookie, const void *body,
     vi->side = 0;
     kd_vi_set_state(vi, VIA_VI_PENDING);
     r->deferred = true;
-    kd_debug("session %u: VI %u requests a connection to via%d (connection %u)", s->id, vi->id,
+    kd_debug("session %u: VI %u requests a connection to via%d (connection %u)", c->sess->id, vi->id,
              nic, cn->id);
 }
 

@@ -180,15 +180,6 @@ static uint64_t deadline_of(uint32_t timeout_ms)
     return kd_now_ns() + (uint64_t)timeout_ms * 1000000ull + 1; /* never 0 */
 }
 
-static bool discrim_ok(const struct via_net_addr *a, const char *which, struct kd_reply *r)
-{
-    if (a->discrim_len <= VIA_MAX_DISCRIM)
-        return true;
-    kd_fail(r, VIP_INVALID_PARAMETER, "%s discriminator is %u bytes; the NIC takes up to %u",
-            which, a->discrim_len, VIA_MAX_DISCRIM);
-    return false;
-}
-
 /* ---- PEER_REQUEST / PEER_DONE / PEER_WAIT ------------------------------------------ */
 
 /* Checked in the order of the client-server request (kd_op_conn_request). */
@@ -197,28 +188,10 @@ void kd_op_peer_request(struct kd_client *c, uint64_t cookie, const void *body,
 {
     (void)cookie;
     const struct via_ctl_conn_request *q = body;
-    struct kd_vi *vi = kd_vi_arg(c->sess, q->vi_id, r);
+    int nic;
+    struct kd_vi *vi = kd_conn_request_check(c->sess, q, "peer connection request", &nic, r);
     if (!vi)
         return;
-    if (!discrim_ok(&q->local, "local", r) || !discrim_ok(&q->remote, "remote", r))
-        return;
-    if (q->timeout_ms == 0) {
-        kd_fail(r, VIP_INVALID_PARAMETER, "a peer connection request's timeout must not be 0");
-        return;
-    }
-    int nic = kd_conn_target(&q->remote, r);
-    if (nic == -1)
-        return;
-    if (vi->state != VIA_VI_IDLE) {
-        kd_fail(r, VIP_INVALID_STATE, "VI %u is %s: only an IDLE VI can connect", vi->id,
-                kd_vi_state_name(vi->state));
-        return;
-    }
-    if (nic == KD_FOREIGN) {
-        kd_fail(r, VIP_NOT_REACHABLE, "the remote NIC is not on this host: multi-host links "
-                                      "are not built yet");
-        return;
-    }
     struct kd_peer *m = mirror_of(vi, (unsigned)nic, q);
     if (m && m->vi->attr.reliability != vi->attr.reliability) {
         kd_fail(r, VIP_INVALID_RELIABILITY_LEVEL,
