@@ -10,20 +10,8 @@
 
 #include <am2.h>
 
+#include "lib/tam2.h"
 #include "lib/tlib.h"
-
-/* An AM call must return `expect`; otherwise say what it returned and why. */
-#define TAM(call, expect)                                                                 \
-    do {                                                                                  \
-        int tam_rc_ = (call);                                                             \
-        if (tam_rc_ != (expect))                                                          \
-            fprintf(stderr, "\n  %s:%d: %s returned %d, expected %d (%s)\n", __FILE__,      \
-                    __LINE__, #call, tam_rc_, (expect), AMX_LastError());                  \
-        CU_assertImplementation(tam_rc_ == (expect), __LINE__, #call " == " #expect,       \
-                                __FILE__, "", CU_FALSE);                                   \
-        if (tam_rc_ != (expect))                                                          \
-            goto out;                                                                     \
-    } while (0)
 
 static void set_nic(void) { setenv("AM2_NIC", tl_dev("via0"), 1); }
 

@@ -24,19 +24,8 @@
 
 #include <am2.h>
 
+#include "lib/tam2.h"
 #include "lib/tlib.h"
-
-#define TAM(call, expect)                                                                 \
-    do {                                                                                  \
-        int tam_rc_ = (call);                                                             \
-        if (tam_rc_ != (expect))                                                          \
-            fprintf(stderr, "\n  %s:%d: %s returned %d, expected %d (%s)\n", __FILE__,      \
-                    __LINE__, #call, tam_rc_, (expect), AMX_LastError());                  \
-        CU_assertImplementation(tam_rc_ == (expect), __LINE__, #call " == " #expect,       \
-                                __FILE__, "", CU_FALSE);                                   \
-        if (tam_rc_ != (expect))                                                          \
-            goto out;                                                                     \
-    } while (0)
 
 #define SEG_LEN (1u << 20)
 #define CHILD_TAG 22u
