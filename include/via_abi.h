@@ -300,10 +300,17 @@ static_assert(sizeof(struct via_wire_hdr) == 64, "wire header is one cache line"
  * One direction of a channel: a byte ring of packets.
  * Rules: VIA_CHAN_RING bytes, power of two; head (sender NIC) and tail
  * (receiver NIC) are free-running byte counters, multiples of 64. The
- * sender writes header+payload, then publishes with a release store of
- * head; the receiver reads head with acquire, consumes, then releases
- * space with a store of tail. A packet never wraps: when it would not fit
- * before the end, the sender first emits a PAD packet covering the rest.
+ * sender writes header (check word 0) and payload, then publishes the
+ * packet with a release store of its check word (never 0), then stores
+ * head. The receiver looks at the check word of the slot at tail only
+ * (acquire; 0 = nothing yet), so a packet costs it one line, not the head
+ * line and then the packet's. Consuming, the receiver zeroes the check
+ * word's place in every 64-byte line of the packet before it releases the
+ * space with a store of tail, so whatever the sender writes there next
+ * reads 0 until published. head is the sender's count (its own room
+ * check, diagnostics); the receiver never needs it. A packet never wraps:
+ * when it would not fit before the end, the sender first emits a PAD
+ * packet covering the rest.
  * tx_waiting asks the receiver to wake the sender's event page when it
  * frees space.
  */
@@ -604,7 +611,7 @@ static inline uint32_t via_wire_check(const struct via_wire_hdr *h)
         x *= 0x85EBCA6Bu;
         x ^= x >> 13;
     }
-    return x;
+    return x ? x : 1u; /* never 0: in a ring, 0 marks a slot not yet published */
 }
 
 #endif /* VIA_ABI_H */

@@ -24,25 +24,54 @@ static inline uint64_t ring_bytes(const struct via_wire_hdr *h)
     return h->type == VIA_PKT_PAD ? sizeof *h + (uint64_t)h->frag_len : pkt_bytes(h->frag_len);
 }
 
-struct via_wire_hdr *fw_link_reserve(struct via_chan_dir *d, uint32_t payload)
+/* The check word is the slot's published flag (see via_abi.h): stored
+ * last, with release, and read first, with acquire. */
+static inline void seal(struct via_wire_hdr *h)
 {
+    __atomic_store_n(&h->crc, via_wire_check(h), __ATOMIC_RELEASE);
+}
+
+static inline uint32_t sealed(const struct via_chan_dir *d, uint64_t tail)
+{
+    const struct via_wire_hdr *h =
+        (const struct via_wire_hdr *)(d->ring + (uint32_t)(tail % VIA_CHAN_RING));
+    return __atomic_load_n(&h->crc, __ATOMIC_ACQUIRE);
+}
+
+/* Room for `need` bytes at head? The receiver's tail is a line it writes
+ * at every packet; reading it costs the sender a cache miss, so the last
+ * value read (*seen) answers first, and tail is read again only when that
+ * value says the ring is too full (a stale tail only underestimates room). */
+static bool ring_room(struct via_chan_dir *d, uint64_t *seen, uint64_t head, uint64_t need)
+{
+    if (VIA_CHAN_RING - (head - *seen) >= need)
+        return true;
+    *seen = atomic_load_explicit(&d->tail, memory_order_acquire);
+    return VIA_CHAN_RING - (head - *seen) >= need;
+}
+
+struct via_wire_hdr *fw_link_reserve(struct via_chan_dir *d, uint64_t *tail_seen,
+                                     uint32_t payload)
+{
+    uint64_t local = 0, *seen = tail_seen ? tail_seen : &local;
+    if (!tail_seen)
+        local = atomic_load_explicit(&d->tail, memory_order_acquire);
     uint64_t head = atomic_load_explicit(&d->head, memory_order_relaxed);
-    uint64_t tail = atomic_load_explicit(&d->tail, memory_order_acquire);
     uint32_t need = pkt_bytes(payload);
     uint32_t off = (uint32_t)(head % VIA_CHAN_RING);
     uint32_t to_end = VIA_CHAN_RING - off;
     if (to_end < need) {
         /* The packet would wrap: fill the rest of the ring with a PAD. */
-        if (VIA_CHAN_RING - (head - tail) < to_end + need)
+        if (!ring_room(d, seen, head, (uint64_t)to_end + need))
             return NULL;
         struct via_wire_hdr *pad = (struct via_wire_hdr *)(d->ring + off);
         *pad = (struct via_wire_hdr){.version = VIA_WIRE_VERSION, .type = VIA_PKT_PAD,
                                      .frag_len = to_end - (uint32_t)sizeof *pad};
-        pad->crc = via_wire_check(pad);
+        seal(pad);
         head += to_end;
         atomic_store_explicit(&d->head, head, memory_order_release);
         off = 0;
-    } else if (VIA_CHAN_RING - (head - tail) < need) {
+    } else if (!ring_room(d, seen, head, need)) {
         return NULL;
     }
     return (struct via_wire_hdr *)(d->ring + off);
@@ -50,7 +79,7 @@ struct via_wire_hdr *fw_link_reserve(struct via_chan_dir *d, uint32_t payload)
 
 void fw_link_publish(struct via_chan_dir *d, struct via_wire_hdr *h)
 {
-    h->crc = via_wire_check(h);
+    seal(h);
     uint64_t head = atomic_load_explicit(&d->head, memory_order_relaxed);
     atomic_store_explicit(&d->head, head + pkt_bytes(h->frag_len), memory_order_release);
 }
@@ -60,28 +89,37 @@ static bool type_known(uint8_t t)
     return t >= VIA_PKT_SEND && t < VIA_PKT_NTYPES;
 }
 
+bool fw_link_ready(const struct via_chan_dir *d)
+{
+    uint64_t tail = atomic_load_explicit(&d->tail, memory_order_relaxed);
+    /* A tail off its alignment (the peer may scribble on the channel) is
+     * news too: peek reports the link bad. */
+    return tail % 64 || sealed(d, tail) != 0;
+}
+
 enum fw_link_peek_rc fw_link_peek(struct via_chan_dir *d, struct via_wire_hdr *h,
                                   const uint8_t **payload)
 {
     for (;;) {
         uint64_t tail = atomic_load_explicit(&d->tail, memory_order_relaxed);
-        uint64_t head = atomic_load_explicit(&d->head, memory_order_acquire);
-        if (head == tail)
-            return FW_LINK_EMPTY;
         uint32_t off = (uint32_t)(tail % VIA_CHAN_RING);
-        uint64_t avail = head - tail;
-        if (avail > VIA_CHAN_RING || avail < sizeof *h || off % 64)
+        if (off % 64)
             return FW_LINK_BAD;
+        if (!sealed(d, tail))
+            return FW_LINK_EMPTY;
+        /* The payload's first line is wanted right after the header's checks:
+         * ask for it now, so the two misses overlap instead of following. */
+        if (off + sizeof *h < VIA_CHAN_RING)
+            __builtin_prefetch(d->ring + off + sizeof *h);
         memcpy(h, d->ring + off, sizeof *h); /* the one read of the peer's header */
         if (h->version != VIA_WIRE_VERSION || h->crc != via_wire_check(h) ||
             !type_known(h->type))
             return FW_LINK_BAD;
         uint64_t len = ring_bytes(h);
-        if (len > avail || off + len > VIA_CHAN_RING ||
-            (h->type != VIA_PKT_PAD && h->frag_len > VIA_MTU))
+        if (off + len > VIA_CHAN_RING || (h->type != VIA_PKT_PAD && h->frag_len > VIA_MTU))
             return FW_LINK_BAD;
         if (h->type == VIA_PKT_PAD) {
-            atomic_store_explicit(&d->tail, tail + len, memory_order_release);
+            fw_link_consume(d, h);
             continue;
         }
         *payload = d->ring + off + sizeof *h;
@@ -92,6 +130,14 @@ enum fw_link_peek_rc fw_link_peek(struct via_chan_dir *d, struct via_wire_hdr *h
 void fw_link_consume(struct via_chan_dir *d, const struct via_wire_hdr *h)
 {
     uint64_t tail = atomic_load_explicit(&d->tail, memory_order_relaxed);
+    uint32_t off = (uint32_t)(tail % VIA_CHAN_RING);
+    /* Unpublish every line the sender wrote (a PAD's header only): a slot a
+     * later packet starts at must read 0 until that packet is sealed. */
+    uint32_t lines = h->type == VIA_PKT_PAD ? 1u : (uint32_t)(ring_bytes(h) / 64u);
+    for (uint32_t i = 0; i < lines; i++) {
+        struct via_wire_hdr *line = (struct via_wire_hdr *)(d->ring + off + 64u * i);
+        __atomic_store_n(&line->crc, 0u, __ATOMIC_RELAXED);
+    }
     atomic_store_explicit(&d->tail, tail + ring_bytes(h), memory_order_release);
 }
 
@@ -99,7 +145,7 @@ void fw_link_consume(struct via_chan_dir *d, const struct via_wire_hdr *h)
 
 static struct via_wire_hdr *shm_reserve(struct fw_link *l, uint32_t payload)
 {
-    return fw_link_reserve(l->tx, payload);
+    return fw_link_reserve(l->tx, &l->tx_tail_seen, payload);
 }
 
 static void shm_publish(struct fw_link *l, struct via_wire_hdr *h)
@@ -120,8 +166,7 @@ static void shm_consume(struct fw_link *l, const struct via_wire_hdr *h)
 
 static bool shm_pending(const struct fw_link *l)
 {
-    return atomic_load_explicit(&l->rx->head, memory_order_acquire) !=
-           atomic_load_explicit(&l->rx->tail, memory_order_relaxed);
+    return fw_link_ready(l->rx);
 }
 
 const struct fw_link_ops fw_link_shm_ops = {
@@ -138,4 +183,5 @@ void fw_link_shm_init(struct fw_link *l, struct via_chan *chan, int side)
     l->ops = &fw_link_shm_ops;
     l->tx = &chan->dir[side];
     l->rx = &chan->dir[1 - side];
+    l->tx_tail_seen = atomic_load_explicit(&l->tx->tail, memory_order_acquire);
 }

@@ -46,6 +46,7 @@ struct fw_link_ops {
 struct fw_link {
     const struct fw_link_ops *ops;
     struct via_chan_dir *tx, *rx; /* shared-memory ring: our direction, theirs */
+    uint64_t tx_tail_seen;        /* the last tail of tx read (fw_link_reserve) */
 };
 
 /* The shared-memory ring of a channel (fw_link.c). */
@@ -53,10 +54,14 @@ extern const struct fw_link_ops fw_link_shm_ops;
 void fw_link_shm_init(struct fw_link *l, struct via_chan *chan, int side);
 
 /* The ring operations themselves, on one direction (also used by tests). */
-struct via_wire_hdr *fw_link_reserve(struct via_chan_dir *d, uint32_t payload);
+/* tail_seen: the sender's last read of the receiver's tail (NULL: read it now). */
+struct via_wire_hdr *fw_link_reserve(struct via_chan_dir *d, uint64_t *tail_seen,
+                                     uint32_t payload);
 void fw_link_publish(struct via_chan_dir *d, struct via_wire_hdr *h);
 enum fw_link_peek_rc fw_link_peek(struct via_chan_dir *d, struct via_wire_hdr *h,
                                   const uint8_t **payload);
 void fw_link_consume(struct via_chan_dir *d, const struct via_wire_hdr *h);
+/* A packet (or PAD) published at the receiver's tail? One load of one line. */
+bool fw_link_ready(const struct via_chan_dir *d);
 
 #endif

@@ -298,8 +298,7 @@ static bool vi_quiet(struct fw_vi *vi)
     if (!chan || !in)
         return false;
     const struct via_vi_page *db = vi->db;
-    return atomic_load_explicit(&in->head, memory_order_acquire) ==
-               atomic_load_explicit(&in->tail, memory_order_relaxed) &&
+    return !fw_link_ready(in) &&
            atomic_load_explicit(&db->rq.prod, memory_order_relaxed) ==
                atomic_load_explicit(&db->rq.cons, memory_order_relaxed) &&
            atomic_load_explicit(&db->sq.prod, memory_order_relaxed) ==

@@ -93,7 +93,7 @@ static void test_tpt_check_rdma(void)
 
 static struct via_wire_hdr *put(struct via_chan_dir *d, uint32_t payload, uint32_t seq)
 {
-    struct via_wire_hdr *h = fw_link_reserve(d, payload);
+    struct via_wire_hdr *h = fw_link_reserve(d, NULL, payload);
     if (!h)
         return NULL;
     memset(h + 1, (int)(seq & 0xFF), payload);
@@ -157,13 +157,13 @@ static void test_link_ring(void)
         n++;
     CU_ASSERT_EQUAL(n, VIA_CHAN_RING / 4096);
     CU_ASSERT_EQUAL(atomic_load(&d->head) - atomic_load(&d->tail), VIA_CHAN_RING);
-    CU_ASSERT_PTR_NULL(fw_link_reserve(d, 0));
+    CU_ASSERT_PTR_NULL(fw_link_reserve(d, NULL, 0));
     /* drain one, then there is room for one again */
     CU_ASSERT_EQUAL_FATAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
     CU_ASSERT_EQUAL(h.msg_seq, 1000);
     fw_link_consume(d, &h);
     CU_ASSERT_PTR_NOT_NULL(put(d, 4096 - 64, 5000));
-    CU_ASSERT_PTR_NULL(fw_link_reserve(d, 0));
+    CU_ASSERT_PTR_NULL(fw_link_reserve(d, NULL, 0));
     for (unsigned i = 1; i <= n; i++) {
         CU_ASSERT_EQUAL_FATAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
         CU_ASSERT_EQUAL(h.msg_seq, i < n ? 1000 + i : 5000);
@@ -207,14 +207,45 @@ static void test_link_ring(void)
         CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
         CU_ASSERT_EQUAL(h.type, types[i]);
     }
-    /* a head beyond the ring size (lying sender) */
+    /* head is the sender's count: the receiver goes by the sealed check
+     * word alone, so a lying head (beyond the ring, or behind) changes
+     * nothing, and a slot not sealed is empty whatever head says */
     w->type = VIA_PKT_SEND;
     w->crc = via_wire_check(w);
     uint64_t head = atomic_load(&d->head);
     atomic_store(&d->head, atomic_load(&d->tail) + VIA_CHAN_RING + 64);
-    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
-    atomic_store(&d->head, head);
     CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
+    atomic_store(&d->head, atomic_load(&d->tail));
+    CU_ASSERT(fw_link_ready(d));
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
+    atomic_store(&d->head, head);
+    w->crc = 0;
+    CU_ASSERT(!fw_link_ready(d));
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_EMPTY);
+    free(d);
+}
+
+/* Consuming unpublishes every line of the packet: in a later lap a packet
+ * may start at any of them, and must read as empty until it is sealed,
+ * whatever bytes the old payload left there. */
+static void test_link_consume_unpublishes(void)
+{
+    struct via_chan_dir *d = zalloc(64, sizeof *d);
+    struct via_wire_hdr h;
+    const uint8_t *pl = NULL;
+    struct via_wire_hdr *w = put(d, 1000, 9);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    memset(w + 1, 0xFF, 1000); /* no zero anywhere in the payload */
+    uint64_t t0 = atomic_load(&d->tail);
+    CU_ASSERT_EQUAL_FATAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
+    fw_link_consume(d, &h);
+    for (uint64_t at = t0; at < atomic_load(&d->tail); at += 64) {
+        /* a later lap whose next packet would start on this line */
+        atomic_store(&d->tail, at);
+        atomic_store(&d->head, at);
+        CU_ASSERT(!fw_link_ready(d));
+        CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_EMPTY);
+    }
     free(d);
 }
 
@@ -290,7 +321,7 @@ static bool scribble_on;
 
 static struct via_wire_hdr *fwd_reserve(struct fw_link *l, uint32_t payload)
 {
-    return fw_link_reserve(l->tx, payload);
+    return fw_link_reserve(l->tx, NULL, payload);
 }
 
 static void fwd_publish(struct fw_link *l, struct via_wire_hdr *h)
@@ -377,6 +408,7 @@ int main(int argc, char **argv)
         TL_TEST(test_tpt_check),
         TL_TEST(test_tpt_check_rdma),
         TL_TEST(test_link_ring),
+        TL_TEST(test_link_consume_unpublishes),
         TL_TEST(test_wire_check_v2_fields),
         TL_TEST(test_link_peek_copies_once),
         TL_TEST(test_rx_uses_header_copy),

@@ -155,12 +155,12 @@ static size_t packet(const uint8_t *r, size_t left)
     used += have;
 
     struct via_chan_dir *d = &F.chan->dir[0];
-    struct via_wire_hdr *w = fw_link_reserve(d, h.frag_len);
+    struct via_wire_hdr *w = fw_link_reserve(d, NULL, h.frag_len);
     if (!w) {
         /* The ring is full: B takes what it can first, as a real link waits. */
         progress(F.b);
         take();
-        if (!(w = fw_link_reserve(d, h.frag_len)))
+        if (!(w = fw_link_reserve(d, NULL, h.frag_len)))
             return used;
     }
     memcpy(w + 1, payload, have);

@@ -261,7 +261,7 @@ struct via_wire_hdr hdr(int from, uint8_t type)
 void inject(int dir, struct via_wire_hdr h, const void *payload)
 {
     struct via_chan_dir *d = &F.chan->dir[dir];
-    struct via_wire_hdr *w = fw_link_reserve(d, h.frag_len);
+    struct via_wire_hdr *w = fw_link_reserve(d, NULL, h.frag_len);
     CU_ASSERT_PTR_NOT_NULL_FATAL(w);
     if (h.frag_len)
         memcpy(w + 1, payload, h.frag_len);
