@@ -79,7 +79,7 @@ AM2_BENCHES := $(patsubst bench/%.c,$(B)/bin/%,$(AM2_BENCH_SRCS))
 # Empty when CUnit's header is missing: then `all` skips the tests.
 HAVE_CUNIT := $(shell $(CC) $(CFLAGS) -E -include CUnit/CUnit.h -x c /dev/null >/dev/null 2>&1 && echo y)
 
-.PHONY: all progs testprogs test bench check-asan check-tsan install clean deps deps-test \
+.PHONY: all progs testprogs test bench check-asan check-tsan install clean deps deps-test hostdev-check \
 	deps-bench deps-fuzz valgrind fuzz fuzzprogs fuzz-smoke fuzz-corpus
 ifeq ($(HAVE_CUNIT),)
 all: progs
@@ -112,10 +112,12 @@ $(VIPD): $(call obj,$(VIPD_SRCS))
 
 $(call obj,$(filter kdriver/vipctl%,$(VIPCTL_SRCS))): \
 	override CFLAGS += $(shell pkg-config --cflags $(HOSTDEV_PKGS) 2>/dev/null)
-$(VIPCTL): $(call obj,$(VIPCTL_SRCS))
-	@mkdir -p $(dir $@)
+$(call obj,$(filter kdriver/vipctl%,$(VIPCTL_SRCS))): | hostdev-check
+hostdev-check:
 	@[ -n "$(HOSTDEV_LIBS)" ] || { echo "make: vipctl needs pkg-config, libpci-dev and \
 	libkmod-dev (make deps installs them)"; exit 1; }
+$(VIPCTL): $(call obj,$(VIPCTL_SRCS))
+	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(HOSTDEV_LIBS)
 
 # Benchmarks and tests link the shared library and find it (and vipd beside

@@ -199,8 +199,9 @@ static void interfaces(void)
     }
     bool any_eth = n > 0 && kd_hostif_eth(l, (unsigned)n, 0) >= 0;
     if (n > 0 && !any_eth)
-        printf(KEY "no. No interface is ethN or an Ethernet device, so no /dev/via_ethN "
-                   "opens (via0, via1, ... and /dev/via_lo do).\n", "/dev/via_eth0:");
+        printf("\n" KEY "no. No interface is ethN or an Ethernet device, so no "
+                   "/dev/via_ethN opens (via0, via1, ... and /dev/via_lo do).\n",
+               "/dev/via_eth0:");
     free(l);
 }
 

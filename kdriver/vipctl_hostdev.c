@@ -25,7 +25,7 @@
 static jmp_buf *pci_jump;
 static char pci_why[160];
 
-_Noreturn static void pci_error(char *msg, ...)
+__attribute__((noreturn, format(printf, 1, 2))) static void pci_error(char *msg, ...)
 {
     va_list ap;
     va_start(ap, msg);
@@ -170,7 +170,10 @@ static const char *hwtype_name(int t)
 void vipctl_hostif_print(const struct kd_hostif *h, int eth)
 {
     char mac[3 * sizeof h->mac + 2] = "";
+    bool zero = true; /* lo's all-zero address says nothing */
     for (unsigned i = 0; i < h->mac_len; i++)
+        zero = zero && !h->mac[i];
+    for (unsigned i = 0; i < h->mac_len && !zero; i++)
         snprintf(mac + 3 * i, sizeof mac - 3 * i, "%s%02x", i ? ":" : " ", h->mac[i]);
     char bound[32] = "";
     if (eth >= 0)

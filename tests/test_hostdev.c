@@ -98,7 +98,7 @@ static int sys_ifaces(struct sysif *l, int max)
             continue;
         struct sysif *s = &l[n];
         char path[PATH_MAX];
-        snprintf(s->name, sizeof s->name, "%s", e->d_name);
+        memcpy(s->name, e->d_name, strlen(e->d_name) + 1); /* < IF_NAMESIZE: above */
         snprintf(path, sizeof path, "/sys/class/net/%s/ifindex", s->name);
         if (access(path, F_OK) != 0)
             continue; /* bonding_masters and the like */
