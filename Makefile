@@ -19,7 +19,7 @@ SOVER    := 1
 VERSION  := 0.1.0
 
 # Debian packages the build, tests and benchmarks need (see README).
-DEB_BUILD := gcc make libc6-dev
+DEB_BUILD := gcc make libc6-dev pkg-config libpci-dev libkmod-dev
 DEB_TEST  := libcunit1-dev
 DEB_BENCH := gnuplot-nox libfabric-bin ucx-utils
 DEB_FUZZ  := clang libclang-rt-dev
@@ -27,7 +27,10 @@ DEB_FUZZ  := clang libclang-rt-dev
 LIB_SRCS   := $(wildcard vipl/src/*.c) $(wildcard lanai-fw/*.c) $(wildcard extensions/*.c) \
 	kdriver/ctl_sock.c
 VIPD_SRCS  := $(wildcard kdriver/kd_*.c) kdriver/ctl_sock.c lanai-fw/fw_profile.c
-VIPCTL_SRCS:= kdriver/vipctl.c kdriver/ctl_sock.c
+VIPCTL_SRCS:= $(wildcard kdriver/vipctl*.c) kdriver/ctl_sock.c kdriver/kd_hostif.c
+# vipctl alone links libpci and libkmod (nics, doctor: vipctl_hostdev.c).
+HOSTDEV_PKGS := libpci libkmod
+HOSTDEV_LIBS := $(shell pkg-config --libs $(HOSTDEV_PKGS) 2>/dev/null)
 BENCH_SRCS := $(filter-out bench/am2_%,$(wildcard bench/*.c))
 AM2_BENCH_SRCS := $(wildcard bench/am2_*.c)
 TEST_SRCS  := $(wildcard tests/test_*.c)
@@ -76,7 +79,7 @@ AM2_BENCHES := $(patsubst bench/%.c,$(B)/bin/%,$(AM2_BENCH_SRCS))
 # Empty when CUnit's header is missing: then `all` skips the tests.
 HAVE_CUNIT := $(shell $(CC) $(CFLAGS) -E -include CUnit/CUnit.h -x c /dev/null >/dev/null 2>&1 && echo y)
 
-.PHONY: all progs testprogs test bench check-asan check-tsan install clean deps deps-test \
+.PHONY: all progs testprogs test bench check-asan check-tsan install clean deps deps-test hostdev-check \
 	deps-bench deps-fuzz valgrind fuzz fuzzprogs fuzz-smoke fuzz-corpus
 ifeq ($(HAVE_CUNIT),)
 all: progs
@@ -107,9 +110,15 @@ $(VIPD): $(call obj,$(VIPD_SRCS))
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ -lpthread -lm
 
+$(call obj,$(filter kdriver/vipctl%,$(VIPCTL_SRCS))): \
+	override CFLAGS += $(shell pkg-config --cflags $(HOSTDEV_PKGS) 2>/dev/null)
+$(call obj,$(filter kdriver/vipctl%,$(VIPCTL_SRCS))): | hostdev-check
+hostdev-check:
+	@[ -n "$(HOSTDEV_LIBS)" ] || { echo "make: vipctl needs pkg-config, libpci-dev and \
+	libkmod-dev (make deps installs them)"; exit 1; }
 $(VIPCTL): $(call obj,$(VIPCTL_SRCS))
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^
+	$(CC) $(LDFLAGS) -o $@ $^ $(HOSTDEV_LIBS)
 
 # Benchmarks and tests link the shared library and find it (and vipd beside
 # it, in ../bin) through their rpath, as an installed program would; those

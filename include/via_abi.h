@@ -450,9 +450,11 @@ struct via_ctl_hello {
     uint32_t abi;
     uint32_t nic; /* index */
     uint32_t pid;
-    uint32_t pad;
+    uint32_t flags; /* VIA_HELLO_*; other bits are refused */
     char progname[32];
 };
+/* Opened as /dev/via_ethN: NIC N only if the host has network interface N. */
+#define VIA_HELLO_HOST_IF 1u
 struct via_ctl_hello_r { /* fds: tpt, event page, status page */
     uint32_t session_id;
     uint32_t nic;

@@ -15,6 +15,7 @@
  * does not understand stops vipd with the file and line named.
  */
 #include "kd.h"
+#include "kd_hostif.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -66,6 +67,18 @@ static bool device_index(const char *s, unsigned *out)
         return nic_number(s + 7, out);
     if (strncmp(s, "via", 3) == 0)
         return nic_number(s + 3, out);
+    return false;
+}
+
+/* /dev/via_ethN names NIC N only while the host has network interface N
+ * (as VipOpenNic does); false with r failed. */
+static bool host_if_bound(const char *dev, unsigned idx, struct kd_reply *r)
+{
+    if (strncmp(dev, "/dev/", 5) == 0)
+        dev += 5;
+    if (strncmp(dev, "via_eth", 7) != 0 || kd_hostif_eth_now(idx, NULL))
+        return true;
+    kd_fail(r, VIP_ERROR_NAMESERVICE, "%.40s: this host has no network interface %u", dev, idx);
     return false;
 }
 
@@ -314,8 +327,11 @@ static bool resolve(const char *name, uint32_t index, unsigned own, uint8_t out[
             kd_fail(r, VIP_ERROR_NAMESERVICE, "unknown NIC name %.60s", colon + 1);
             return false;
         }
+        if (!host_if_bound(colon + 1, idx, r))
+            return false;
     } else if (device_index(name, &idx)) {
-        /* explicit NIC of this host */
+        if (!host_if_bound(name, idx, r)) /* else: an explicit NIC of this host */
+            return false;
     } else {
         for (size_t i = 0; i < kd.nhosts; i++)
             if (strcasecmp(kd.hosts[i].name, name) == 0 && found++ == index) {

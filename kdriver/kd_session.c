@@ -4,6 +4,7 @@
  * teardown of a session whose process exited or died.
  */
 #include "kd.h"
+#include "kd_hostif.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -128,6 +129,17 @@ static void op_hello(struct kd_client *c, uint64_t cookie, const void *body, str
     if (q->nic >= kd.nnics) {
         kd_fail(r, VIP_INVALID_PARAMETER, "no such NIC via%u (this vipd has %u; see vipd -n)",
                 q->nic, kd.nnics);
+        return;
+    }
+    if (q->flags & ~VIA_HELLO_HOST_IF) {
+        kd_fail(r, VIP_INVALID_PARAMETER, "unknown HELLO flags 0x%x", q->flags);
+        return;
+    }
+    if ((q->flags & VIA_HELLO_HOST_IF) && !kd_hostif_eth_now(q->nic, NULL)) {
+        char names[80];
+        kd_hostif_names(names, sizeof names);
+        kd_fail(r, VIP_INVALID_PARAMETER, "/dev/via_eth%u: no host network interface %u "
+                "(interfaces: %s)", q->nic, q->nic, names);
         return;
     }
     struct kd_session *s = calloc(1, sizeof *s);

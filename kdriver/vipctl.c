@@ -15,6 +15,7 @@
 
 #include "ctl_sock.h"
 #include "via_abi.h"
+#include "vipctl_hostdev.h"
 #include "vipl.h"
 
 static char sockpath[512];
@@ -123,6 +124,9 @@ static int cmd_nics(void)
     size_t len;
     struct via_nic_info *a = call(VIA_CTL_LIST_NICS, NULL, 0, &len);
     size_t n = len / sizeof *a;
+    /* The host interface each NIC is bound to (/dev/via_ethN, kd_hostif.c). */
+    struct kd_hostif *hif = malloc(KD_HOSTIF_MAX * sizeof *hif);
+    int nhif = hif ? kd_hostif_list(hif, KD_HOSTIF_MAX) : -1;
     for (size_t i = 0; i < n; i++) {
         struct via_nic_info *o = &a[i];
         o->name[sizeof o->name - 1] = 0;
@@ -153,9 +157,16 @@ static int cmd_nics(void)
                (unsigned long long)o->rx_msgs, (unsigned long long)o->rx_bytes);
         printf("\trx_dropped:\t\t%llu\n\tdesc_errors:\t\t%llu\n",
                (unsigned long long)o->rx_dropped, (unsigned long long)o->desc_errors);
+        int h = nhif > 0 ? kd_hostif_eth(hif, (unsigned)nhif, o->index) : -1;
+        if (h >= 0)
+            vipctl_hostif_print(&hif[h], (int)o->index);
+        else
+            printf("\thost_interface:\t\tnone: this host has no network interface %u, so "
+                   "/dev/via_eth%u does not open\n", o->index, o->index);
         if (i + 1 < n)
             printf("\n");
     }
+    free(hif);
     free(a);
     return 0;
 }
@@ -420,7 +431,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: vipctl [-s SOCKET] COMMAND\n"
                "commands:\n"
-               "  nics              NICs, profiles, limits, usage and counters (default)\n"
+               "  nics              NICs, profiles, limits, usage, counters, and the host\n"
+               "                    interface and PCI device of each /dev/via_ethN (default)\n"
                "  vis               table of all VIs\n"
                "  mem               table of registered memory\n"
                "  counters          per-NIC counters\n"
@@ -431,7 +443,9 @@ static void usage(FILE *f)
                "                    and median DUR_US of each stage\n"
                "  shutdown          stop vipd (its clients' VIs go to the error state)\n"
                "  ping              exit 0 if a vipd answers\n"
-               "  env               environment variables and the socket path\n");
+               "  env               environment variables and the socket path\n"
+               "  doctor            what the host offers for faster links: interfaces,\n"
+               "                    PCI devices, kernel modules, RDMA drivers and devices\n");
 }
 
 int main(int argc, char **argv)
@@ -471,6 +485,8 @@ int main(int argc, char **argv)
         return cmd_ping();
     if (strcmp(cmd, "env") == 0)
         return cmd_env();
+    if (strcmp(cmd, "doctor") == 0)
+        return vipctl_doctor();
     if (strcmp(cmd, "shutdown") == 0) {
         size_t len;
         free(call(VIA_CTL_SHUTDOWN, NULL, 0, &len));

@@ -20,7 +20,7 @@ static void test_open_names(void)
         const char *name;
         unsigned idx;
     } ok[] = {{"via0", 0}, {"/dev/via0", 0}, {"/dev/via_lo", 0}, {"via1", 1},
-              {"/dev/via1", 1}, {"/dev/via_eth1", 1}};
+              {"/dev/via1", 1}}; /* /dev/via_ethN: test_hostdev (the host decides) */
     for (unsigned i = 0; i < sizeof ok / sizeof *ok; i++) {
         VIP_NIC_HANDLE nic = NULL;
         VIP_NIC_ATTRIBUTES a;

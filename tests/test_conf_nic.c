@@ -4,10 +4,10 @@
  * error return, and each limit VipQueryNic reports is the one enforced.
  *
  * Chapter NIC: also covered by test_basic.c: the device names VipOpenNic
- * accepts (via0, /dev/via0, /dev/via_lo, /dev/via_ethN), two sessions of
- * one process, the attribute values of VipQueryNic, NULL arguments to
- * VipQueryNic and VipCreatePtag, foreign/garbage/NULL ptags to
- * VipDestroyPtag, closing a NIC that still has a VI.
+ * accepts (via0, /dev/via0, /dev/via_lo; /dev/via_ethN in test_hostdev.c),
+ * two sessions of one process, the attribute values of VipQueryNic, NULL
+ * arguments to VipQueryNic and VipCreatePtag, foreign/garbage/NULL ptags
+ * to VipDestroyPtag, closing a NIC that still has a VI.
  * Vague points: spec-notes/conformance.md.
  */
 #include <stdio.h>

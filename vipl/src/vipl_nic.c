@@ -13,9 +13,12 @@
 #include "vipl_ext.h"
 #include "vipl_int.h"
 
-/* "via0", "/dev/via0", and the M-VIA names "/dev/via_lo", "/dev/via_ethN". */
-static int parse_nic_name(const char *name, uint32_t *idx)
+/* "via0", "/dev/via0", and the M-VIA names "/dev/via_lo", "/dev/via_ethN".
+ * *host_if: the name was via_ethN, which vipd opens only if the host has
+ * network interface N. */
+static int parse_nic_name(const char *name, uint32_t *idx, bool *host_if)
 {
+    *host_if = false;
     if (!name || !*name) {
         *idx = 0;
         return 0;
@@ -27,12 +30,14 @@ static int parse_nic_name(const char *name, uint32_t *idx)
         *idx = 0;
         return 0;
     }
-    if (strncmp(name, "via_eth", 7) == 0)
+    if (strncmp(name, "via_eth", 7) == 0) {
         num = name + 7;
-    else if (strncmp(name, "via", 3) == 0)
+        *host_if = true;
+    } else if (strncmp(name, "via", 3) == 0) {
         num = name + 3;
-    else
+    } else {
         return -1;
+    }
     char *end;
     errno = 0;
     unsigned long v = strtoul(num, &end, 10);
@@ -62,9 +67,10 @@ static void default_error_handler(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e)
 VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle)
 {
     uint32_t idx;
+    bool host_if;
     if (!NicHandle)
         return vipl_fail(VIP_INVALID_PARAMETER, "NicHandle is NULL");
-    if (parse_nic_name(DeviceName, &idx) < 0)
+    if (parse_nic_name(DeviceName, &idx, &host_if) < 0)
         return vipl_fail(VIP_INVALID_PARAMETER,
                          "unknown device name '%s' (use via0, /dev/via0, /dev/via_lo or "
                          "/dev/via_ethN)", DeviceName);
@@ -80,7 +86,8 @@ VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle)
     pthread_mutex_init(&n->ctl_lock, NULL);
     pthread_mutex_init(&n->lock, NULL);
 
-    struct via_ctl_hello h = {.abi = VIA_ABI_VERSION, .nic = idx, .pid = (uint32_t)getpid()};
+    struct via_ctl_hello h = {.abi = VIA_ABI_VERSION, .nic = idx, .pid = (uint32_t)getpid(),
+                              .flags = host_if ? VIA_HELLO_HOST_IF : 0};
     FILE *f = fopen("/proc/self/comm", "r");
     if (f) {
         if (fgets(h.progname, sizeof h.progname, f))
