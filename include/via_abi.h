@@ -278,7 +278,7 @@ struct via_wire_hdr {
     uint8_t version;
     uint8_t type;
     uint8_t flags;
-    uint8_t pad0;
+    uint8_t lap;       /* shared-memory ring: the lap tag, the publication (below) */
     uint16_t src_nic, dst_nic;
     uint32_t dst_vi;
     uint32_t conn_id;
@@ -300,15 +300,17 @@ static_assert(sizeof(struct via_wire_hdr) == 64, "wire header is one cache line"
  * One direction of a channel: a byte ring of packets.
  * Rules: VIA_CHAN_RING bytes, power of two; head (sender NIC) and tail
  * (receiver NIC) are free-running byte counters, multiples of 64. The
- * sender writes header (check word 0) and payload, then publishes the
- * packet with a release store of its check word (never 0), then stores
- * head. The receiver looks at the check word of the slot at tail only
- * (acquire; 0 = nothing yet), so a packet costs it one line, not the head
- * line and then the packet's. Consuming, the receiver zeroes the check
- * word's place in every 64-byte line of the packet before it releases the
- * space with a store of tail, so whatever the sender writes there next
- * reads 0 until published. head is the sender's count (its own room
- * check, diagnostics); the receiver never needs it. A packet never wraps:
+ * sender writes header and payload, then publishes the packet with a
+ * release store of the header's lap tag: 1 + (lap % 255), lap = the
+ * packet's position / VIA_CHAN_RING, so never 0 (a fresh ring) and never
+ * the tag of the lap before (an old packet). The receiver looks at the
+ * tag of the slot at tail only (acquire), so a packet costs it one line,
+ * not the head line and then the packet's; nobody writes the ring but the
+ * sender. Old payload bytes that happen to look like the tag fail the
+ * check word; only if head (stored after the tag) says a packet is there
+ * is a header that fails its checks the sender's fault. head is otherwise
+ * the sender's count (room, diagnostics). The receiver releases space
+ * with a store of tail. A packet never wraps:
  * when it would not fit before the end, the sender first emits a PAD
  * packet covering the rest.
  * tx_waiting asks the receiver to wake the sender's event page when it
@@ -613,7 +615,7 @@ static inline uint32_t via_wire_check(const struct via_wire_hdr *h)
         x *= 0x85EBCA6Bu;
         x ^= x >> 13;
     }
-    return x ? x : 1u; /* never 0: in a ring, 0 marks a slot not yet published */
+    return x;
 }
 
 #endif /* VIA_ABI_H */

@@ -24,18 +24,29 @@ static inline uint64_t ring_bytes(const struct via_wire_hdr *h)
     return h->type == VIA_PKT_PAD ? sizeof *h + (uint64_t)h->frag_len : pkt_bytes(h->frag_len);
 }
 
-/* The check word is the slot's published flag (see via_abi.h): stored
- * last, with release, and read first, with acquire. */
-static inline void seal(struct via_wire_hdr *h)
+/* The lap tag of a ring position (via_abi.h): 1..255, and consecutive
+ * laps differ. */
+static inline uint8_t lap_tag(uint64_t pos)
 {
-    __atomic_store_n(&h->crc, via_wire_check(h), __ATOMIC_RELEASE);
+    return (uint8_t)(1u + (pos / VIA_CHAN_RING) % 255u);
 }
 
-static inline uint32_t sealed(const struct via_chan_dir *d, uint64_t tail)
+/* Publication (see via_abi.h): the check word, then the tag, last, with
+ * release. */
+static inline void seal(struct via_wire_hdr *h, uint64_t pos)
 {
-    const struct via_wire_hdr *h =
-        (const struct via_wire_hdr *)(d->ring + (uint32_t)(tail % VIA_CHAN_RING));
-    return __atomic_load_n(&h->crc, __ATOMIC_ACQUIRE);
+    h->crc = via_wire_check(h);
+    __atomic_store_n(&h->lap, lap_tag(pos), __ATOMIC_RELEASE);
+}
+
+static inline const struct via_wire_hdr *slot(const struct via_chan_dir *d, uint64_t pos)
+{
+    return (const struct via_wire_hdr *)(d->ring + (uint32_t)(pos % VIA_CHAN_RING));
+}
+
+static inline bool tagged(const struct via_chan_dir *d, uint64_t tail)
+{
+    return __atomic_load_n(&slot(d, tail)->lap, __ATOMIC_ACQUIRE) == lap_tag(tail);
 }
 
 /* Room for `need` bytes at head? The receiver's tail is a line it writes
@@ -67,7 +78,7 @@ struct via_wire_hdr *fw_link_reserve(struct via_chan_dir *d, uint64_t *tail_seen
         struct via_wire_hdr *pad = (struct via_wire_hdr *)(d->ring + off);
         *pad = (struct via_wire_hdr){.version = VIA_WIRE_VERSION, .type = VIA_PKT_PAD,
                                      .frag_len = to_end - (uint32_t)sizeof *pad};
-        seal(pad);
+        seal(pad, head);
         head += to_end;
         atomic_store_explicit(&d->head, head, memory_order_release);
         off = 0;
@@ -79,8 +90,8 @@ struct via_wire_hdr *fw_link_reserve(struct via_chan_dir *d, uint64_t *tail_seen
 
 void fw_link_publish(struct via_chan_dir *d, struct via_wire_hdr *h)
 {
-    seal(h);
     uint64_t head = atomic_load_explicit(&d->head, memory_order_relaxed);
+    seal(h, head);
     atomic_store_explicit(&d->head, head + pkt_bytes(h->frag_len), memory_order_release);
 }
 
@@ -94,7 +105,16 @@ bool fw_link_ready(const struct via_chan_dir *d)
     uint64_t tail = atomic_load_explicit(&d->tail, memory_order_relaxed);
     /* A tail off its alignment (the peer may scribble on the channel) is
      * news too: peek reports the link bad. */
-    return tail % 64 || sealed(d, tail) != 0;
+    return tail % 64 || tagged(d, tail);
+}
+
+/* The header copy's own checks: version, check word, type, lengths. */
+static bool hdr_ok(const struct via_wire_hdr *h, uint32_t off)
+{
+    if (h->version != VIA_WIRE_VERSION || h->crc != via_wire_check(h) || !type_known(h->type))
+        return false;
+    return off + ring_bytes(h) <= VIA_CHAN_RING &&
+           (h->type == VIA_PKT_PAD || h->frag_len <= VIA_MTU);
 }
 
 enum fw_link_peek_rc fw_link_peek(struct via_chan_dir *d, struct via_wire_hdr *h,
@@ -105,19 +125,26 @@ enum fw_link_peek_rc fw_link_peek(struct via_chan_dir *d, struct via_wire_hdr *h
         uint32_t off = (uint32_t)(tail % VIA_CHAN_RING);
         if (off % 64)
             return FW_LINK_BAD;
-        if (!sealed(d, tail))
+        if (!tagged(d, tail))
             return FW_LINK_EMPTY;
         /* The payload's first line is wanted right after the header's checks:
          * ask for it now, so the two misses overlap instead of following. */
         if (off + sizeof *h < VIA_CHAN_RING)
             __builtin_prefetch(d->ring + off + sizeof *h);
         memcpy(h, d->ring + off, sizeof *h); /* the one read of the peer's header */
-        if (h->version != VIA_WIRE_VERSION || h->crc != via_wire_check(h) ||
-            !type_known(h->type))
-            return FW_LINK_BAD;
-        uint64_t len = ring_bytes(h);
-        if (off + len > VIA_CHAN_RING || (h->type != VIA_PKT_PAD && h->frag_len > VIA_MTU))
-            return FW_LINK_BAD;
+        if (!hdr_ok(h, off)) {
+            /* Old bytes that only look tagged, unless head (stored after
+             * the tag) says this slot was published: then look once more
+             * (the packet may have been sealed since the first look), and a
+             * header that still fails is the sender's. */
+            if (atomic_load_explicit(&d->head, memory_order_acquire) == tail)
+                return FW_LINK_EMPTY;
+            if (!tagged(d, tail))
+                return FW_LINK_BAD;
+            memcpy(h, d->ring + off, sizeof *h);
+            if (!hdr_ok(h, off))
+                return FW_LINK_BAD;
+        }
         if (h->type == VIA_PKT_PAD) {
             fw_link_consume(d, h);
             continue;
@@ -130,14 +157,6 @@ enum fw_link_peek_rc fw_link_peek(struct via_chan_dir *d, struct via_wire_hdr *h
 void fw_link_consume(struct via_chan_dir *d, const struct via_wire_hdr *h)
 {
     uint64_t tail = atomic_load_explicit(&d->tail, memory_order_relaxed);
-    uint32_t off = (uint32_t)(tail % VIA_CHAN_RING);
-    /* Unpublish every line the sender wrote (a PAD's header only): a slot a
-     * later packet starts at must read 0 until that packet is sealed. */
-    uint32_t lines = h->type == VIA_PKT_PAD ? 1u : (uint32_t)(ring_bytes(h) / 64u);
-    for (uint32_t i = 0; i < lines; i++) {
-        struct via_wire_hdr *line = (struct via_wire_hdr *)(d->ring + off + 64u * i);
-        __atomic_store_n(&line->crc, 0u, __ATOMIC_RELAXED);
-    }
     atomic_store_explicit(&d->tail, tail + ring_bytes(h), memory_order_release);
 }
 

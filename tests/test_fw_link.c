@@ -219,33 +219,52 @@ static void test_link_ring(void)
     CU_ASSERT(fw_link_ready(d));
     CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
     atomic_store(&d->head, head);
-    w->crc = 0;
+    uint8_t tag = w->lap;
+    w->lap = 0; /* not published: the tag is the publication */
     CU_ASSERT(!fw_link_ready(d));
     CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_EMPTY);
+    w->lap = (uint8_t)(tag + 1); /* another lap's tag */
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_EMPTY);
+    w->lap = tag;
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
     free(d);
 }
 
-/* Consuming unpublishes every line of the packet: in a later lap a packet
- * may start at any of them, and must read as empty until it is sealed,
- * whatever bytes the old payload left there. */
-static void test_link_consume_unpublishes(void)
+/* Nobody clears the ring: what an earlier lap left at the receiver's tail
+ * (a payload byte that happens to equal this lap's tag, an old header) is
+ * not a packet. It reads as empty while head says nothing was published,
+ * and only a header the sender did publish (head past tail) that fails
+ * its checks breaks the link. */
+static void test_link_old_bytes(void)
 {
     struct via_chan_dir *d = zalloc(64, sizeof *d);
     struct via_wire_hdr h;
     const uint8_t *pl = NULL;
+    /* lap 1 filled every byte with 0x02, lap 2's tag */
     struct via_wire_hdr *w = put(d, 1000, 9);
     CU_ASSERT_PTR_NOT_NULL_FATAL(w);
-    memset(w + 1, 0xFF, 1000); /* no zero anywhere in the payload */
-    uint64_t t0 = atomic_load(&d->tail);
-    CU_ASSERT_EQUAL_FATAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
-    fw_link_consume(d, &h);
-    for (uint64_t at = t0; at < atomic_load(&d->tail); at += 64) {
-        /* a later lap whose next packet would start on this line */
-        atomic_store(&d->tail, at);
+    uint8_t tag1 = w->lap;
+    memset(d->ring, 0x02, VIA_CHAN_RING);
+    CU_ASSERT_EQUAL(tag1, 1);
+    for (uint64_t at = VIA_CHAN_RING; at < VIA_CHAN_RING + 4096; at += 64) {
+        atomic_store(&d->tail, at); /* lap 2: whatever the next packet's place */
         atomic_store(&d->head, at);
-        CU_ASSERT(!fw_link_ready(d));
-        CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_EMPTY);
+        CU_ASSERT(fw_link_ready(d)); /* looks tagged, */
+        CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_EMPTY); /* is not a packet */
     }
+    /* an old header of lap 1 left at a lap-2 place: its tag is lap 1's */
+    atomic_store(&d->tail, VIA_CHAN_RING);
+    atomic_store(&d->head, VIA_CHAN_RING);
+    w = put(d, 64, 10);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    CU_ASSERT_EQUAL(w->lap, 2);
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
+    w->lap = tag1;
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_EMPTY);
+    /* published (head past tail) but failing its check: the sender's fault */
+    w->lap = 2;
+    w->msg_len = 12345;
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
     free(d);
 }
 
@@ -408,7 +427,7 @@ int main(int argc, char **argv)
         TL_TEST(test_tpt_check),
         TL_TEST(test_tpt_check_rdma),
         TL_TEST(test_link_ring),
-        TL_TEST(test_link_consume_unpublishes),
+        TL_TEST(test_link_old_bytes),
         TL_TEST(test_wire_check_v2_fields),
         TL_TEST(test_link_peek_copies_once),
         TL_TEST(test_rx_uses_header_copy),
