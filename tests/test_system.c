@@ -1,18 +1,13 @@
 /*
  * test_system.c - one NIC for several users: a system vipd (vipd --system)
- * serving two throwaway users. Each test starts a system vipd of its own
- * on a private root-owned directory that other users can reach
- * (tests/lib/tvipd.c), never /run/vipd.
+ * serving two throwaway users (tests/lib/tsys.c: uids without a passwd
+ * entry; each test on a system vipd of its own, never /run/vipd). How one
+ * user's objects are out of the other's reach: test_system_isolation.
  *
  *   each_user_works       two users' programs run side by side;
  *   users_connect         programs of two users connect when both agree
  *                         (client-server, peer-to-peer) and exchange data;
  *                         a request the other side rejects gets VIP_REJECT;
- *   isolation             user B names every VI, ptag, session, pending
- *                         connection and region of user A it can guess, by
- *                         VIPL calls and by raw requests: each is refused
- *                         with the VIA error code and A's programs go on;
- *                         A's and vipd's descriptors are out of B's reach;
  *   vipctl_own_objects    vipctl shows a user their own VIs and regions and
  *                         root everybody's; stopping vipd and the trace are
  *                         root's;
@@ -24,193 +19,31 @@
  *                         directory, the socket and the daemon are root's;
  *   start_script          vipd-start start/status/stop; vipd --system will
  *                         not run as anyone but root.
- *
- * The users are uids without a passwd entry, entered with setresuid() in
- * forked children: nothing to create, nothing to remove. Every test needs
- * root and is skipped, saying so, without it.
+ * Every test needs root and is skipped, saying so, without it.
  */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <grp.h>
 #include <limits.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "lib/tlib.h"
 #include "lib/tpp.h"
-#include "lib/tvipd.h"
+#include "lib/tsys.h"
 #include "via_abi.h"
-
-#define RAW_MAX_FDS 8 /* more than any reply carries */
-
-static uid_t uid_a, uid_b;
-static struct tvipd sysd;
-
-/* ---- users ------------------------------------------------------------------- */
-
-/* Two uids nobody has (no passwd entry), different for concurrent runs. */
-static void pick_uids(void)
-{
-    uid_t u = 60000u + (uid_t)(getpid() % 2000) * 2u;
-    while (getpwuid(u) || getpwuid(u + 1))
-        u += 2;
-    uid_a = u;
-    uid_b = u + 1;
-}
-
-static bool need_root(void)
-{
-    if (geteuid() == 0)
-        return true;
-    fprintf(stderr, "\n  skipped: needs root to act as two throwaway users\n");
-    return false;
-}
-
-struct as_user {
-    uid_t uid;
-    int (*fn)(void *);
-    void *arg;
-};
-
-/* In the child: become uid (no groups, gid = uid), as a program that user
- * started would be, then run fn. */
-static int as_user_run(void *p)
-{
-    const struct as_user *a = p;
-    pid_t parent = getppid();
-    if (setgroups(0, NULL) < 0 || setresgid(a->uid, a->uid, a->uid) < 0 ||
-        setresuid(a->uid, a->uid, a->uid) < 0)
-        tl_child_fail(__FILE__, __LINE__, "cannot become uid %u: %s", (unsigned)a->uid,
-                      strerror(errno));
-    /* its /proc entries are its own, as any program's */
-    prctl(PR_SET_DUMPABLE, 1);
-    /* new credentials cleared it: die with the test all the same */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
-        _exit(1);
-    return a->fn(a->arg);
-}
-
-static int spawn_as(struct tl_child *c, uid_t uid, int (*fn)(void *), void *arg)
-{
-    struct as_user a = {uid, fn, arg}; /* the child has its own copy */
-    return tl_spawn(c, as_user_run, &a);
-}
-
-/* ---- the system vipd ---------------------------------------------------------- */
-
-/* A directory other users can pass through, for the private ones. */
-static const char *reach_parent(void)
-{
-    static const char *const cand[] = {"/run", "/dev/shm", "/var/tmp", "/tmp"};
-    for (unsigned i = 0; i < sizeof cand / sizeof *cand; i++) {
-        struct stat st;
-        if (lstat(cand[i], &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & S_IXOTH) &&
-            access(cand[i], W_OK) == 0)
-            return cand[i];
-    }
-    return NULL;
-}
-
-/* Start `vipd --system` (with extra options) on a private directory, mode
- * 0755 so that the users reach its socket. false: skipped or failed. */
-static bool sys_start(const char *const *extra)
-{
-    if (!need_root())
-        return false;
-    const char *parent = reach_parent();
-    if (!parent) {
-        CU_FAIL("no directory other users can reach (/run, /dev/shm, /var/tmp, /tmp)");
-        return false;
-    }
-    const char *args[16] = {"--system"};
-    for (unsigned i = 0; extra && extra[i] && i < 14; i++)
-        args[i + 1] = extra[i];
-    if (tvipd_start_in(&sysd, parent, args, 0) != 0) {
-        CU_FAIL("could not start a system vipd of the test's own");
-        return false;
-    }
-    /* vipd leaves the mode of a directory it did not make to its owner */
-    if (chmod(sysd.dir, 0755) < 0) {
-        CU_FAIL("chmod of the system vipd's directory");
-        tvipd_stop(&sysd);
-        return false;
-    }
-    return true;
-}
-
-/* Wait for the children spawned (all if ok, else killed at once) and
- * report what they said. */
-static void reap(struct tl_child *c, unsigned n, bool ok)
-{
-    for (unsigned i = 0; i < n; i++)
-        TCHILD_OK(&c[i], ok ? 30000 : 1);
-}
-
-/* ---- one message each way on a connected VI --------------------------------------- */
-
-struct link {
-    struct tl_nic t;
-    struct tl_buf b;
-    VIP_VI_HANDLE vi;
-};
-#define L_LEN 1024u
-#define L_RDESC(l) ((VIP_DESCRIPTOR *)(void *)(l)->b.p)
-#define L_SDESC(l) ((VIP_DESCRIPTOR *)(void *)((l)->b.p + 64))
-#define L_RDATA(l) ((l)->b.p + 4096)
-#define L_SDATA(l) ((l)->b.p + 8192)
-
-/* A NIC, a registered buffer and a reliable VI with a receive posted. */
-static void link_open(struct link *l, const char *dev)
-{
-    TC_RC(tl_open(&l->t, dev), VIP_SUCCESS);
-    TC_RC(tl_buf_alloc(&l->t, &l->b, 12288), VIP_SUCCESS);
-    TC_RC(tl_vi(&l->t, VIP_SERVICE_RELIABLE_DELIVERY, NULL, NULL, &l->vi), VIP_SUCCESS);
-    tl_desc_1(L_RDESC(l), L_RDATA(l), L_LEN, l->b.mh);
-    TC_RC(VipPostRecv(l->vi, L_RDESC(l), l->b.mh), VIP_SUCCESS);
-}
-
-/* Send message `out`, receive message `in`, both checked byte for byte. */
-static void link_swap(struct link *l, uint32_t out, uint32_t in)
-{
-    VIP_DESCRIPTOR *d;
-    tl_fill(L_SDATA(l), L_LEN, out);
-    tl_desc_1(L_SDESC(l), L_SDATA(l), L_LEN, l->b.mh);
-    TC_RC(VipPostSend(l->vi, L_SDESC(l), l->b.mh), VIP_SUCCESS);
-    TC_RC(VipSendWait(l->vi, 10000, &d), VIP_SUCCESS);
-    TC_CHECK(d == L_SDESC(l) && !(d->CS.Status & VIP_STATUS_ERROR_MASK));
-    TC_RC(VipRecvWait(l->vi, 10000, &d), VIP_SUCCESS);
-    TC_CHECK(d == L_RDESC(l));
-    TC_CHECK((d->CS.Status & (VIP_STATUS_DONE | VIP_STATUS_ERROR_MASK)) == VIP_STATUS_DONE);
-    TC_CHECK(d->CS.Length == L_LEN && tl_verify(L_RDATA(l), L_LEN, in) == -1);
-}
-
-static void link_close(struct link *l)
-{
-    VipDisconnect(l->vi);
-    VipDestroyVi(l->vi);
-    tl_buf_free(&l->b);
-    tl_close(&l->t);
-}
 
 /* ---- each user's programs work ------------------------------------------------------ */
 
 static void test_each_user_works(void)
 {
-    if (!sys_start(NULL))
+    if (!tsys_start(NULL))
         return;
     struct tpp_cfg cfg[2];
     struct tl_child ch[4];
@@ -223,15 +56,15 @@ static void test_each_user_works(void)
     }
     /* both users' pairs at once, each through the one NIC pair */
     for (unsigned u = 0; u < 2 && ok; u++) {
-        uid_t uid = u ? uid_b : uid_a;
-        ok = spawn_as(&ch[n], uid, tpp_child_server, &cfg[u]) == 0;
+        uid_t uid = u ? tsys_uid_b : tsys_uid_a;
+        ok = tsys_spawn_as(&ch[n], uid, tpp_child_server, &cfg[u]) == 0;
         n += ok;
-        ok = ok && spawn_as(&ch[n], uid, tpp_child_client, &cfg[u]) == 0;
+        ok = ok && tsys_spawn_as(&ch[n], uid, tpp_child_client, &cfg[u]) == 0;
         n += ok;
     }
     CU_ASSERT_TRUE(ok);
-    reap(ch, n, ok);
-    tvipd_stop(&sysd);
+    tsys_reap(ch, n, ok);
+    tvipd_stop(&tsys_vipd);
 }
 
 /* ---- two users connect when both agree ------------------------------------------------ */
@@ -278,27 +111,27 @@ struct p2p {
 static int p2p_side(void *arg)
 {
     const struct p2p *p = arg;
-    struct link l;
-    link_open(&l, p->dev);
+    struct tsys_link l;
+    tsys_link_open(&l, p->dev);
     VIP_NET_ADDRESS *local = tl_addr(l.t.nic, p->dev, p->mine);
     VIP_NET_ADDRESS *remote = tl_addr(l.t.nic, p->peer_dev, p->theirs);
     TC_CHECK(local && remote);
     VIP_VI_ATTRIBUTES ra;
     TC_RC(VipConnectPeerRequest(l.vi, local, remote, 10000), VIP_SUCCESS);
     TC_RC(VipConnectPeerWait(l.vi, &ra), VIP_SUCCESS);
-    link_swap(&l, p->out, p->in);
+    tsys_link_swap(&l, p->out, p->in);
     /* the peer may still be taking our message: disconnect when told */
     tl_child_post('s');
     TC_CHECK(tl_child_take(20000) == 'x');
     free(local);
     free(remote);
-    link_close(&l);
+    tsys_link_close(&l);
     return 0;
 }
 
 static void test_users_connect(void)
 {
-    if (!sys_start(NULL))
+    if (!tsys_start(NULL))
         return;
     struct tl_child ch[6];
     unsigned n = 0;
@@ -307,16 +140,16 @@ static void test_users_connect(void)
     struct tpp_cfg cfg;
     tpp_defaults(&cfg, VIP_SERVICE_RELIABLE_DELIVERY, 100, TPP_MIXED);
     snprintf(cfg.cli_dev, sizeof cfg.cli_dev, "via1");
-    ok = spawn_as(&ch[n], uid_a, tpp_child_server, &cfg) == 0;
+    ok = tsys_spawn_as(&ch[n], tsys_uid_a, tpp_child_server, &cfg) == 0;
     n += ok;
-    ok = ok && spawn_as(&ch[n], uid_b, tpp_child_client, &cfg) == 0;
+    ok = ok && tsys_spawn_as(&ch[n], tsys_uid_b, tpp_child_client, &cfg) == 0;
     n += ok;
     /* A does not agree: B is told so */
     char disc[17];
     tl_discrim(disc, "rej");
-    ok = ok && spawn_as(&ch[n], uid_a, reject_server, disc) == 0;
+    ok = ok && tsys_spawn_as(&ch[n], tsys_uid_a, reject_server, disc) == 0;
     n += ok;
-    ok = ok && spawn_as(&ch[n], uid_b, reject_client, disc) == 0;
+    ok = ok && tsys_spawn_as(&ch[n], tsys_uid_b, reject_client, disc) == 0;
     n += ok;
     /* peer-to-peer: both ask for each other */
     struct p2p pa = {"via0", "via1", "", "", 21, 22}, pb = {"via1", "via0", "", "", 22, 21};
@@ -324,335 +157,16 @@ static void test_users_connect(void)
     tl_discrim(pb.mine, "pb");
     memcpy(pa.theirs, pb.mine, sizeof pa.theirs);
     memcpy(pb.theirs, pa.mine, sizeof pb.theirs);
-    ok = ok && spawn_as(&ch[n], uid_a, p2p_side, &pa) == 0;
+    ok = ok && tsys_spawn_as(&ch[n], tsys_uid_a, p2p_side, &pa) == 0;
     n += ok;
-    ok = ok && spawn_as(&ch[n], uid_b, p2p_side, &pb) == 0;
+    ok = ok && tsys_spawn_as(&ch[n], tsys_uid_b, p2p_side, &pb) == 0;
     n += ok;
     /* both have their message: they may disconnect */
     ok = ok && tl_gather(&ch[4], 2, 's', 30000, NULL, NULL) == 0;
     ok = ok && tl_parent_post(&ch[4], 'x') == 0 && tl_parent_post(&ch[5], 'x') == 0;
     CU_ASSERT_TRUE(ok);
-    reap(ch, n, ok);
-    tvipd_stop(&sysd);
-}
-
-/* ---- isolation ------------------------------------------------------------------------ */
-
-/* What the parent and A's programs tell B (shared memory). */
-struct board {
-    pid_t vipd, a_server;
-    uint64_t va;     /* A's client's registered buffer */
-    VIP_MEM_HANDLE mh;
-    char disc[17];
-};
-
-/* A's server: a request offered to it waits for its answer while B tries
- * to answer it; then connected, while B tries to break the connection. */
-static int iso_server(void *arg)
-{
-    const struct board *bd = arg;
-    struct link l;
-    link_open(&l, "via0");
-    VIP_CQ_HANDLE cq;
-    TC_RC(VipCreateCQ(l.t.nic, 16, &cq), VIP_SUCCESS);
-    VIP_NET_ADDRESS *local = tl_addr(l.t.nic, "via0", bd->disc);
-    VIP_NET_ADDRESS *remote = calloc(1, sizeof *remote + 6 + VIA_MAX_DISCRIM);
-    TC_CHECK(local && remote);
-    VIP_VI_ATTRIBUTES ra;
-    VIP_CONN_HANDLE conn;
-    TC_RC(VipConnectWait(l.t.nic, local, 10000, remote, &ra, &conn), VIP_SUCCESS);
-    tl_child_post('o');
-    TC_CHECK(tl_child_take(30000) == 'g');
-    TC_RC(VipConnectAccept(conn, l.vi), VIP_SUCCESS);
-    tl_child_post('c');
-    TC_CHECK(tl_child_take(30000) == 'g');
-    link_swap(&l, 11, 12);
-    tl_child_post('s');
-    TC_CHECK(tl_child_take(20000) == 'x');
-    TC_RC(VipDestroyCQ(cq), VIP_SUCCESS); /* still there */
-    free(local);
-    free(remote);
-    link_close(&l);
-    return 0;
-}
-
-static int iso_client(void *arg)
-{
-    struct board *bd = arg;
-    struct link l;
-    link_open(&l, "via1");
-    bd->va = (uintptr_t)l.b.p;
-    bd->mh = l.b.mh;
-    TC_RC(tl_request(&l.t, l.vi, "via0", bd->disc, 30000), VIP_SUCCESS);
-    tl_child_post('c');
-    TC_CHECK(tl_child_take(30000) == 'g');
-    link_swap(&l, 12, 11);
-    VIP_MEM_ATTRIBUTES ma;
-    TC_RC(VipQueryMem(l.t.nic, l.b.p, l.b.mh, &ma), VIP_SUCCESS); /* still registered */
-    tl_child_post('s');
-    TC_CHECK(tl_child_take(20000) == 'x');
-    link_close(&l);
-    return 0;
-}
-
-/* A connection of B's own to vipd (no library in between). */
-static int raw_open(void)
-{
-    struct sockaddr_un a = {.sun_family = AF_UNIX};
-    snprintf(a.sun_path, sizeof a.sun_path, "%s", getenv("VIPD_SOCKET"));
-    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct timeval tv = {.tv_sec = 5};
-    if (s >= 0 && (setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
-                   connect(s, (struct sockaddr *)&a, sizeof a) < 0)) {
-        close(s);
-        s = -1;
-    }
-    return s;
-}
-
-/* One request; the reply's status (-1000: no reply). Descriptors that come
- * with it are closed; its body goes to rep (cap bytes) or is dropped. */
-static int32_t raw_call(int s, uint32_t op, const void *body, uint32_t len, void *rep,
-                        size_t cap)
-{
-    struct via_ctl_hdr h = {.op = op, .len = len, .cookie = 99};
-    struct iovec iov[2] = {{&h, sizeof h}, {(void *)body, len}};
-    struct msghdr m = {.msg_iov = iov, .msg_iovlen = len ? 2 : 1};
-    if (sendmsg(s, &m, MSG_NOSIGNAL) != (ssize_t)(sizeof h + len))
-        return -1000;
-    struct via_ctl_reply_hdr r;
-    union {
-        char b[CMSG_SPACE(sizeof(int) * RAW_MAX_FDS)];
-        struct cmsghdr align;
-    } u;
-    struct iovec ri = {&r, sizeof r};
-    struct msghdr rm = {.msg_iov = &ri, .msg_iovlen = 1, .msg_control = u.b,
-                        .msg_controllen = sizeof u.b};
-    ssize_t n = recvmsg(s, &rm, MSG_WAITALL | MSG_CMSG_CLOEXEC);
-    for (struct cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&rm) : NULL; c; c = CMSG_NXTHDR(&rm, c)) {
-        size_t k = c->cmsg_type == SCM_RIGHTS ? (c->cmsg_len - CMSG_LEN(0)) / sizeof(int) : 0;
-        for (size_t i = 0; i < k; i++) {
-            int fd;
-            memcpy(&fd, CMSG_DATA(c) + i * sizeof fd, sizeof fd);
-            close(fd);
-        }
-    }
-    if (n != (ssize_t)sizeof r)
-        return -1000;
-    unsigned char sink[512];
-    for (uint32_t left = r.len; left > 0;) {
-        bool into = rep && r.len <= cap;
-        size_t k = into ? left : (left < sizeof sink ? left : sizeof sink);
-        ssize_t got = recv(s, into ? (char *)rep + (r.len - left) : (char *)sink, k, MSG_WAITALL);
-        if (got <= 0)
-            return -1000;
-        left -= (uint32_t)got;
-    }
-    return r.status;
-}
-
-#define EXPECT(call, want, what, id)                                                        \
-    do {                                                                                    \
-        int32_t st_ = (call);                                                               \
-        if (st_ != (int32_t)(want))                                                         \
-            tl_child_fail(__FILE__, __LINE__, "%s %u: status %d, expected %s", what,        \
-                          (unsigned)(id), (int)st_, #want);                                 \
-    } while (0)
-
-#define GUESSES 64u /* ids from 0 (or 1) up: A's are among the first */
-
-/* Every VI op on every VI id not B's: none is B's. */
-static void attack_vis(int s)
-{
-    for (uint32_t id = 0; id < GUESSES; id++) {
-        struct via_ctl_vi v = {.vi_id = id};
-        struct via_ctl_set_vi sv = {.vi_id = id,
-                                    .attr = {.reliability = VIP_SERVICE_RELIABLE_DELIVERY}};
-        struct via_ctl_vi_error ve = {.vi_id = id, .code = VIP_ERROR_CONN_LOST};
-        struct via_ctl_conn_request cr = {.vi_id = id, .timeout_ms = 1000};
-        EXPECT(raw_call(s, VIA_CTL_VI_ERROR, &ve, sizeof ve, NULL, 0), VIP_INVALID_PARAMETER,
-               "VI_ERROR on VI", id);
-        EXPECT(raw_call(s, VIA_CTL_DISCONNECT, &v, sizeof v, NULL, 0), VIP_INVALID_PARAMETER,
-               "DISCONNECT of VI", id);
-        EXPECT(raw_call(s, VIA_CTL_SET_VI, &sv, sizeof sv, NULL, 0), VIP_INVALID_PARAMETER,
-               "SET_VI of VI", id);
-        EXPECT(raw_call(s, VIA_CTL_CONN_REQUEST, &cr, sizeof cr, NULL, 0),
-               VIP_INVALID_PARAMETER, "CONN_REQUEST with VI", id);
-        EXPECT(raw_call(s, VIA_CTL_PEER_REQUEST, &cr, sizeof cr, NULL, 0),
-               VIP_INVALID_PARAMETER, "PEER_REQUEST with VI", id);
-        EXPECT(raw_call(s, VIA_CTL_PEER_DONE, &v, sizeof v, NULL, 0), VIP_INVALID_PARAMETER,
-               "PEER_DONE of VI", id);
-        EXPECT(raw_call(s, VIA_CTL_PEER_WAIT, &v, sizeof v, NULL, 0), VIP_INVALID_PARAMETER,
-               "PEER_WAIT of VI", id);
-        EXPECT(raw_call(s, VIA_CTL_DESTROY_VI, &v, sizeof v, NULL, 0), VIP_INVALID_PARAMETER,
-               "DESTROY_VI of VI", id);
-    }
-}
-
-/* Every ptag id but the session's own `mine`; CQ ids, which name only the
- * session's own CQs (it has none). */
-static void attack_ptags_cqs(int s, uint32_t mine, void *buf)
-{
-    for (uint32_t p = 1; p <= GUESSES; p++) {
-        if (p == mine)
-            continue;
-        struct via_ctl_ptag dp = {.ptag = p};
-        struct via_ctl_reg_mem rm = {.va = (uintptr_t)buf, .len = 4096, .ptag = p};
-        struct via_ctl_create_vi cv = {
-            .attr = {.reliability = VIP_SERVICE_RELIABLE_DELIVERY, .ptag = p}};
-        EXPECT(raw_call(s, VIA_CTL_REG_MEM, &rm, sizeof rm, NULL, 0), VIP_INVALID_PTAG,
-               "REG_MEM with ptag", p);
-        EXPECT(raw_call(s, VIA_CTL_CREATE_VI, &cv, sizeof cv, NULL, 0), VIP_INVALID_PTAG,
-               "CREATE_VI with ptag", p);
-        EXPECT(raw_call(s, VIA_CTL_DESTROY_PTAG, &dp, sizeof dp, NULL, 0), VIP_INVALID_PTAG,
-               "DESTROY_PTAG of ptag", p);
-    }
-    for (uint32_t id = 0; id < 4; id++) {
-        struct via_ctl_cq q = {.cq_id = id};
-        EXPECT(raw_call(s, VIA_CTL_DESTROY_CQ, &q, sizeof q, NULL, 0), VIP_INVALID_PARAMETER,
-               "DESTROY_CQ of CQ", id);
-    }
-}
-
-/* A's pending request, and any other connection id. */
-static void attack_conns(int s)
-{
-    for (uint32_t id = 1; id <= GUESSES; id++) {
-        struct via_ctl_conn_accept ca = {.conn_id = id, .vi_id = 0};
-        struct via_ctl_conn_reject cj = {.conn_id = id};
-        EXPECT(raw_call(s, VIA_CTL_CONN_ACCEPT, &ca, sizeof ca, NULL, 0),
-               VIP_INVALID_PARAMETER, "CONN_ACCEPT of connection", id);
-        EXPECT(raw_call(s, VIA_CTL_CONN_REJECT, &cj, sizeof cj, NULL, 0),
-               VIP_INVALID_PARAMETER, "CONN_REJECT of connection", id);
-    }
-}
-
-/* Every session id but B's own: none can be attached to. */
-static void attack_sessions(const uint32_t *own, unsigned nown)
-{
-    int s = raw_open();
-    TC_CHECK(s >= 0);
-    for (uint32_t id = 1; id <= GUESSES; id++) {
-        bool mine = false;
-        for (unsigned i = 0; i < nown; i++)
-            mine |= own[i] == id;
-        struct via_ctl_attach at = {.session_id = id};
-        if (!mine)
-            EXPECT(raw_call(s, VIA_CTL_ATTACH, &at, sizeof at, NULL, 0), VIP_INVALID_PARAMETER,
-                   "ATTACH to session", id);
-    }
-    close(s);
-}
-
-/* Descriptors of vipd and of A's programs through /proc: none opens. */
-static void attack_fds(pid_t pid)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
-    DIR *d = opendir(path);
-    if (d)
-        closedir(d);
-    TC_CHECK(!d && errno == EACCES);
-    for (int fd = 0; fd < (int)GUESSES; fd++) {
-        snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, fd);
-        int f = open(path, O_RDWR | O_CLOEXEC);
-        if (f >= 0)
-            close(f);
-        if (f >= 0)
-            tl_child_fail(__FILE__, __LINE__, "opened %s", path);
-    }
-}
-
-static int iso_attacker(void *arg)
-{
-    const struct board *bd = arg;
-    /* B's raw sessions, one per NIC (a VI id names a VI of the session's NIC) */
-    int s[2];
-    uint32_t sid[2], ptag[2];
-    for (unsigned i = 0; i < 2; i++) {
-        TC_CHECK((s[i] = raw_open()) >= 0);
-        struct via_ctl_hello h = {.abi = VIA_ABI_VERSION, .nic = i, .pid = (uint32_t)getpid()};
-        struct via_ctl_hello_r hr;
-        struct via_ctl_ptag_r pr;
-        EXPECT(raw_call(s[i], VIA_CTL_HELLO, &h, sizeof h, &hr, sizeof hr), VIP_SUCCESS,
-               "HELLO on via", i);
-        EXPECT(raw_call(s[i], VIA_CTL_CREATE_PTAG, NULL, 0, &pr, sizeof pr), VIP_SUCCESS,
-               "CREATE_PTAG on via", i);
-        sid[i] = hr.session_id;
-        ptag[i] = pr.ptag;
-    }
-    void *buf = aligned_alloc(4096, 4096);
-    TC_CHECK(buf);
-    memset(buf, 0, 4096);
-    TC_CHECK(tl_child_take(30000) == 'g');
-    /* round 1: a request is offered to A and waits for A's answer */
-    attack_sessions(sid, 2);
-    for (unsigned i = 0; i < 2; i++) {
-        attack_conns(s[i]);
-        attack_vis(s[i]);
-        attack_ptags_cqs(s[i], ptag[i], buf);
-        struct via_ctl_dereg_mem dm = {.va = bd->va, .handle = bd->mh};
-        struct via_ctl_set_mem sm = {.va = bd->va, .handle = bd->mh, .ptag = ptag[i]};
-        EXPECT(raw_call(s[i], VIA_CTL_DEREG_MEM, &dm, sizeof dm, NULL, 0),
-               VIP_INVALID_PARAMETER, "DEREG_MEM of A's region on via", i);
-        EXPECT(raw_call(s[i], VIA_CTL_SET_MEM, &sm, sizeof sm, NULL, 0), VIP_INVALID_PARAMETER,
-               "SET_MEM of A's region on via", i);
-    }
-    /* and as a VIPL program would, with A's address and handle */
-    struct tl_nic t;
-    TC_RC(tl_open(&t, "via1"), VIP_SUCCESS);
-    VIP_MEM_ATTRIBUTES ma;
-    TC_RC(VipDeregisterMem(t.nic, (VIP_PVOID)(uintptr_t)bd->va, bd->mh), VIP_INVALID_PARAMETER);
-    TC_RC(VipQueryMem(t.nic, (VIP_PVOID)(uintptr_t)bd->va, bd->mh, &ma), VIP_INVALID_PARAMETER);
-    tl_close(&t);
-    attack_fds(bd->vipd);
-    attack_fds(bd->a_server);
-    tl_child_post('d');
-    TC_CHECK(tl_child_take(30000) == 'g');
-    /* round 2: A's VIs are connected */
-    for (unsigned i = 0; i < 2; i++)
-        attack_vis(s[i]);
-    tl_child_post('d');
-    for (unsigned i = 0; i < 2; i++)
-        close(s[i]);
-    free(buf);
-    return 0;
-}
-
-static void test_isolation(void)
-{
-    if (!sys_start(NULL))
-        return;
-    struct board *bd = mmap(NULL, sizeof *bd, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                            -1, 0);
-    struct tl_child ch[3]; /* A's server, A's client, B */
-    unsigned n = 0;
-    bool ok = bd != MAP_FAILED;
-    CU_ASSERT_TRUE_FATAL(ok);
-    memset(bd, 0, sizeof *bd);
-    bd->vipd = sysd.pid;
-    tl_discrim(bd->disc, "iso");
-    ok = spawn_as(&ch[n], uid_a, iso_server, bd) == 0;
-    n += ok;
-    ok = ok && spawn_as(&ch[n], uid_a, iso_client, bd) == 0;
-    n += ok;
-    ok = ok && tl_parent_take(&ch[0], 30000) == 'o';
-    bd->a_server = ch[0].pid;
-    ok = ok && spawn_as(&ch[n], uid_b, iso_attacker, bd) == 0;
-    n += ok;
-    /* B's first round while A's request is pending, the second once A is
-     * connected; then A's programs exchange their messages */
-    ok = ok && tl_parent_post(&ch[2], 'g') == 0 && tl_parent_take(&ch[2], 60000) == 'd';
-    ok = ok && tl_parent_post(&ch[0], 'g') == 0;
-    ok = ok && tl_gather(ch, 2, 'c', 30000, NULL, NULL) == 0;
-    ok = ok && tl_parent_post(&ch[2], 'g') == 0 && tl_parent_take(&ch[2], 60000) == 'd';
-    ok = ok && tl_parent_post(&ch[0], 'g') == 0 && tl_parent_post(&ch[1], 'g') == 0;
-    ok = ok && tl_gather(ch, 2, 's', 30000, NULL, NULL) == 0;
-    ok = ok && tl_parent_post(&ch[0], 'x') == 0 && tl_parent_post(&ch[1], 'x') == 0;
-    CU_ASSERT_TRUE(ok);
-    reap(ch, n, ok);
-    munmap(bd, sizeof *bd);
-    tvipd_stop(&sysd);
+    tsys_reap(ch, n, ok);
+    tvipd_stop(&tsys_vipd);
 }
 
 /* ---- vipctl ------------------------------------------------------------------------------ */
@@ -674,11 +188,11 @@ static bool table_has(const char *out, pid_t pid, bool mem)
 static int holder(void *arg)
 {
     (void)arg;
-    struct link l;
-    link_open(&l, "via0");
+    struct tsys_link l;
+    tsys_link_open(&l, "via0");
     tl_child_post('r');
     TC_CHECK(tl_child_take(30000) == 'x');
-    link_close(&l);
+    tsys_link_close(&l);
     return 0;
 }
 
@@ -705,24 +219,24 @@ static int vipctl_user(void *arg)
 
 static void test_vipctl_own_objects(void)
 {
-    if (!sys_start(NULL))
+    if (!tsys_start(NULL))
         return;
     struct tl_child ch[4]; /* A's holder, B's holder, A's and B's vipctl */
     unsigned n = 0;
     static char out[65536];
-    bool ok = spawn_as(&ch[n], uid_a, holder, NULL) == 0;
+    bool ok = tsys_spawn_as(&ch[n], tsys_uid_a, holder, NULL) == 0;
     n += ok;
-    ok = ok && spawn_as(&ch[n], uid_b, holder, NULL) == 0;
+    ok = ok && tsys_spawn_as(&ch[n], tsys_uid_b, holder, NULL) == 0;
     n += ok;
     ok = ok && tl_gather(ch, 2, 'r', 30000, NULL, NULL) == 0;
     struct seen sa = {ch[0].pid, ch[1].pid}, sb = {ch[1].pid, ch[0].pid};
-    ok = ok && spawn_as(&ch[n], uid_a, vipctl_user, &sa) == 0;
+    ok = ok && tsys_spawn_as(&ch[n], tsys_uid_a, vipctl_user, &sa) == 0;
     n += ok;
-    ok = ok && spawn_as(&ch[n], uid_b, vipctl_user, &sb) == 0;
+    ok = ok && tsys_spawn_as(&ch[n], tsys_uid_b, vipctl_user, &sb) == 0;
     n += ok;
     CU_ASSERT_TRUE(ok);
     if (ok) {
-        reap(ch + 2, 2, true);
+        tsys_reap(ch + 2, 2, true);
         /* root sees both */
         CU_ASSERT_EQUAL(tl_vipctl("vis", out, sizeof out), 0);
         CU_ASSERT_TRUE(table_has(out, sa.mine, false) && table_has(out, sb.mine, false));
@@ -732,8 +246,8 @@ static void test_vipctl_own_objects(void)
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "\tvis:\t\t\t2\n"));
         ok = tl_parent_post(&ch[0], 'x') == 0 && tl_parent_post(&ch[1], 'x') == 0;
     }
-    reap(ch, ok ? 2 : n, ok);
-    tvipd_stop(&sysd);
+    tsys_reap(ch, ok ? 2 : n, ok);
+    tvipd_stop(&tsys_vipd);
 }
 
 /* ---- per-user limits ---------------------------------------------------------------------- */
@@ -795,21 +309,21 @@ static void test_per_user_limits(void)
 {
     static const char *const lim[] = {"--max-sessions-per-user", "2", "--max-vis-per-user", "2",
                                       "--max-reg-bytes-per-user", "64K", NULL};
-    if (!sys_start(lim))
+    if (!tsys_start(lim))
         return;
     struct tl_child ch[2];
     unsigned n = 0;
     /* A holds all it may; B, at the same time, all it may too */
-    bool ok = spawn_as(&ch[n], uid_a, limits_user, NULL) == 0;
+    bool ok = tsys_spawn_as(&ch[n], tsys_uid_a, limits_user, NULL) == 0;
     n += ok;
     ok = ok && tl_parent_take(&ch[0], 30000) == 'f';
-    ok = ok && spawn_as(&ch[n], uid_b, limits_user, NULL) == 0;
+    ok = ok && tsys_spawn_as(&ch[n], tsys_uid_b, limits_user, NULL) == 0;
     n += ok;
     ok = ok && tl_parent_take(&ch[1], 30000) == 'f';
     ok = ok && tl_parent_post(&ch[0], 'g') == 0 && tl_parent_post(&ch[1], 'g') == 0;
     CU_ASSERT_TRUE(ok);
-    reap(ch, n, ok);
-    tvipd_stop(&sysd);
+    tsys_reap(ch, n, ok);
+    tvipd_stop(&tsys_vipd);
 }
 
 /* ---- finding the system socket ------------------------------------------------------------ */
@@ -877,46 +391,31 @@ static int find_child(void *arg)
     return 0;
 }
 
-/* A private directory that other users can pass through. */
-static bool make_base(char *base, size_t cap, const char *tag)
-{
-    const char *parent = reach_parent();
-    snprintf(base, cap, "%s/vipl-%s.XXXXXX", parent ? parent : "/tmp", tag);
-    return parent && mkdtemp(base) && chmod(base, 0755) == 0;
-}
-
-static void remove_tree(const char *dir)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "\n  could not remove %s\n", dir);
-}
 
 static void test_system_socket_found(void)
 {
-    if (!sys_start(NULL))
+    if (!tsys_start(NULL))
         return;
     char base[96] = "";
     struct find f;
     struct tl_child ch;
-    bool ok = make_base(base, sizeof base, "find");
+    bool ok = tsys_make_base(base, sizeof base, "find");
     snprintf(f.xdg, sizeof f.xdg, "%s/xdg", base);
     snprintf(f.trap, sizeof f.trap, "%s/trap/vipd.sock", base);
     char trapdir[128];
     snprintf(trapdir, sizeof trapdir, "%s/trap", base);
-    ok = ok && mkdir(f.xdg, 0700) == 0 && chown(f.xdg, uid_a, uid_a) == 0;
-    ok = ok && mkdir(trapdir, 0755) == 0 && chown(trapdir, uid_a, uid_a) == 0;
+    ok = ok && mkdir(f.xdg, 0700) == 0 && chown(f.xdg, tsys_uid_a, tsys_uid_a) == 0;
+    ok = ok && mkdir(trapdir, 0755) == 0 && chown(trapdir, tsys_uid_a, tsys_uid_a) == 0;
     CU_ASSERT_TRUE(ok);
     if (ok) {
-        ok = spawn_as(&ch, uid_a, find_child, &f) == 0;
+        ok = tsys_spawn_as(&ch, tsys_uid_a, find_child, &f) == 0;
         CU_ASSERT_TRUE(ok);
         if (ok)
             TCHILD_OK(&ch, 30000);
     }
     if (base[0])
-        remove_tree(base);
-    tvipd_stop(&sysd);
+        tsys_remove_tree(base);
+    tvipd_stop(&tsys_vipd);
 }
 
 /* ---- the start script ----------------------------------------------------------------------- */
@@ -979,11 +478,11 @@ static int script_user(void *arg)
 
 static void test_start_script(void)
 {
-    if (!need_root())
+    if (!tsys_need_root())
         return;
     char base[96] = "", sock[160], dir[128];
     pid_t pid = -1;
-    TCHK(make_base(base, sizeof base, "start"));
+    TCHK(tsys_make_base(base, sizeof base, "start"));
     snprintf(dir, sizeof dir, "%s/run", base);
     snprintf(sock, sizeof sock, "%s/vipd.sock", dir);
     TCHK(script(sock, "start -n 1 -l warn") == 0);
@@ -998,7 +497,7 @@ static void test_start_script(void)
     CU_ASSERT_EQUAL(script(sock, "start"), 0); /* already running: says so */
     CU_ASSERT_EQUAL(daemon_pid(sock), pid);
     struct tl_child ch;
-    if (spawn_as(&ch, uid_a, script_user, sock) == 0)
+    if (tsys_spawn_as(&ch, tsys_uid_a, script_user, sock) == 0)
         TCHILD_OK(&ch, 30000);
     else
         CU_FAIL("fork");
@@ -1011,17 +510,17 @@ out:
     if (pid > 0 && kill(pid, 0) == 0)
         kill(pid, SIGKILL);
     if (base[0])
-        remove_tree(base);
+        tsys_remove_tree(base);
 }
 
 int main(int argc, char **argv)
 {
     static const struct tl_test tests[] = {
-        TL_TEST(test_each_user_works),   TL_TEST(test_users_connect),
-        TL_TEST(test_isolation),         TL_TEST(test_vipctl_own_objects),
-        TL_TEST(test_per_user_limits),   TL_TEST(test_system_socket_found),
-        TL_TEST(test_start_script),      TL_END,
+        TL_TEST(test_each_user_works),    TL_TEST(test_users_connect),
+        TL_TEST(test_vipctl_own_objects), TL_TEST(test_per_user_limits),
+        TL_TEST(test_system_socket_found), TL_TEST(test_start_script),
+        TL_END,
     };
-    pick_uids();
+    tsys_pick_uids();
     return tl_main(argc, argv, "system vipd: one NIC, several users", tests);
 }
