@@ -63,6 +63,8 @@ LIBSO  := $(B)/lib/libvipl.so.$(SOVER)
 LIBA   := $(B)/lib/libvipl.a
 VIPD   := $(B)/bin/vipd
 VIPCTL := $(B)/bin/vipctl
+# the system vipd's start script (vipd --system; kdriver/vipd.service.in under systemd)
+VIPD_START := $(B)/bin/vipd-start
 BENCHES:= $(patsubst bench/%.c,$(B)/bin/%,$(BENCH_SRCS))
 TESTS  := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRCS))
 # An old VIPL program (tests/oldvia), built as its authors built theirs:
@@ -88,7 +90,7 @@ else
 all: progs testprogs
 endif
 # everything but the tests (which need CUnit)
-progs: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(BENCHES) $(B)/lib/pkgconfig/vipl.pc \
+progs: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(VIPD_START) $(BENCHES) $(B)/lib/pkgconfig/vipl.pc \
 	$(AM2SO) $(AM2A) $(AMRUN) $(AM2_BENCHES) $(B)/lib/pkgconfig/am2.pc
 testprogs: $(TESTS) $(OLDVIA) $(COMPAT_PROGS) $(AM2_HELPERS)
 
@@ -119,6 +121,10 @@ hostdev-check:
 $(VIPCTL): $(call obj,$(VIPCTL_SRCS))
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(HOSTDEV_LIBS)
+
+$(VIPD_START): kdriver/vipd-start.sh
+	@mkdir -p $(dir $@)
+	install -m 755 $< $@
 
 # Benchmarks and tests link the shared library and find it (and vipd beside
 # it, in ../bin) through their rpath, as an installed program would; those
@@ -295,6 +301,10 @@ install: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(B)/lib/pkgconfig/vipl.pc
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' vipl/vipl.pc.in \
 		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/vipl.pc
 	install -m 755 $(VIPD) $(VIPCTL) $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 kdriver/vipd-start.sh $(DESTDIR)$(PREFIX)/bin/vipd-start
+	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system
+	sed -e 's|@PREFIX@|$(PREFIX)|' kdriver/vipd.service.in \
+		> $(DESTDIR)$(PREFIX)/lib/systemd/system/vipd.service
 	install -d $(DESTDIR)$(PREFIX)/share/vipl/profiles
 	install -m 644 lanai-fw/profiles/*.conf $(DESTDIR)$(PREFIX)/share/vipl/profiles/
 

@@ -168,16 +168,22 @@ static void dir_of(const char *path, char *dir, size_t cap)
         *slash = 0;
 }
 
-static bool trusted_uid(uid_t u)
+/* root_only: the system socket, which only root may have made. */
+static bool trusted_uid(uid_t u, bool root_only)
 {
-    return u == getuid() || u == 0;
+    return u == 0 || (!root_only && u == getuid());
+}
+
+static const char *trusted_name(bool root_only)
+{
+    return root_only ? "root" : "us or root";
 }
 
 /* Before a byte goes to whoever listens at path: the directory must be a
  * real directory (not a link) of ours or root's that nobody else can
  * write to, or a sticky one; and the socket must be ours or root's. A
  * path another user could have planted fails here. */
-static int path_trusted(const char *path)
+static int path_trusted(const char *path, bool root_only)
 {
     char dir[512];
     dir_of(path, dir, sizeof dir);
@@ -195,9 +201,9 @@ static int path_trusted(const char *path)
     close(fd);
     if (rc < 0)
         return -errno;
-    if (!trusted_uid(st.st_uid)) {
-        snprintf(refusal, sizeof refusal, "%s belongs to uid %u, not to us or root", dir,
-                 (unsigned)st.st_uid);
+    if (!trusted_uid(st.st_uid, root_only)) {
+        snprintf(refusal, sizeof refusal, "%s belongs to uid %u, not to %s", dir,
+                 (unsigned)st.st_uid, trusted_name(root_only));
         return -EACCES;
     }
     if ((st.st_mode & 022) && !(st.st_mode & S_ISVTX)) {
@@ -207,21 +213,21 @@ static int path_trusted(const char *path)
     }
     if (lstat(path, &st) < 0)
         return -errno;
-    if (!S_ISSOCK(st.st_mode) || !trusted_uid(st.st_uid)) {
-        snprintf(refusal, sizeof refusal, "%s is not a socket of ours or root's (uid %u)", path,
-                 (unsigned)st.st_uid);
+    if (!S_ISSOCK(st.st_mode) || !trusted_uid(st.st_uid, root_only)) {
+        snprintf(refusal, sizeof refusal, "%s is not a socket of %s (uid %u)", path,
+                 root_only ? "root's" : "ours or root's", (unsigned)st.st_uid);
         return -EACCES;
     }
     return 0;
 }
 
-int ctl_connect(const char *path)
+static int connect_checked(const char *path, bool root_only)
 {
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     refusal[0] = 0;
     if (strlen(path) >= sizeof a.sun_path)
         return -ENAMETOOLONG;
-    int rc = path_trusted(path);
+    int rc = path_trusted(path, root_only);
     if (rc < 0)
         return rc;
     strcpy(a.sun_path, path);
@@ -236,13 +242,24 @@ int ctl_connect(const char *path)
     /* Whoever answers must be ours or root's, whatever the path said. */
     struct ucred cr;
     socklen_t cl = sizeof cr;
-    if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || !trusted_uid(cr.uid)) {
+    if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 ||
+        !trusted_uid(cr.uid, root_only)) {
         snprintf(refusal, sizeof refusal, "the process answering at %s runs as uid %u", path,
                  (unsigned)cr.uid);
         close(s);
         return -EPERM;
     }
     return s;
+}
+
+int ctl_connect(const char *path)
+{
+    return connect_checked(path, false);
+}
+
+int ctl_connect_root(const char *path)
+{
+    return connect_checked(path, true);
 }
 
 char *ctl_socket_path(char *buf, size_t cap)
@@ -280,4 +297,33 @@ int ctl_make_socket_dir(const char *path)
         rc = -errno;
     close(fd);
     return rc;
+}
+
+char *ctl_system_socket_path(char *buf, size_t cap)
+{
+    const char *env = getenv("VIPD_SYSTEM_SOCKET");
+    snprintf(buf, cap, "%s", env && *env ? env : CTL_SYSTEM_SOCKET);
+    return buf;
+}
+
+/* Is there anything at path (a live or a stale socket, or a trap: the
+ * connect checks judge it)? */
+static bool present(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+bool ctl_socket_find(char *buf, size_t cap)
+{
+    const char *env = getenv("VIPD_SOCKET");
+    ctl_socket_path(buf, cap);
+    if ((env && *env) || present(buf))
+        return false;
+    char sys[512];
+    ctl_system_socket_path(sys, sizeof sys);
+    if (!present(sys))
+        return false;
+    snprintf(buf, cap, "%s", sys);
+    return true;
 }

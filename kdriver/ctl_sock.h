@@ -9,6 +9,7 @@
 #ifndef CTL_SOCK_H
 #define CTL_SOCK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,7 +35,20 @@ long ctl_recv(int sock, void *hdr, size_t hdr_len, void *body, size_t body_cap, 
  * ours or root's), and (-EPERM) a listener that runs as another user;
  * ctl_refusal() then says why. */
 int ctl_connect(const char *path);
+/* The same for the system vipd's socket: directory, socket and listener
+ * must all be root's (our own uid is not enough). */
+int ctl_connect_root(const char *path);
 const char *ctl_refusal(void);
+
+/* The system vipd's socket (vipd --system): $VIPD_SYSTEM_SOCKET, else this. */
+#define CTL_SYSTEM_SOCKET "/run/vipd/vipd.sock"
+char *ctl_system_socket_path(char *buf, size_t cap);
+
+/* The socket a program uses: $VIPD_SOCKET if set; else the user's own
+ * (ctl_socket_path) if something is there, or if no system socket exists
+ * either (a vipd of the user's is then started); else the system socket.
+ * Writes into buf; true when it is the system socket (ctl_connect_root). */
+bool ctl_socket_find(char *buf, size_t cap);
 
 /* The socket path: $VIPD_SOCKET, else $XDG_RUNTIME_DIR/vipd/vipd.sock, else
  * /tmp/vipd-<uid>/vipd.sock. Writes into buf; returns buf. */

@@ -110,6 +110,8 @@ struct kd_session {
     uint32_t id;
     struct kd_nic *nic;
     pid_t pid;
+    uid_t uid;           /* the kernel's (SO_PEERCRED): what separates users */
+    uint64_t reg_bytes;  /* registered now, for --max-reg-bytes-per-user */
     char progname[32];
     struct kd_client *main; /* the HELLO socket; its end ends the session */
     struct via_tpt_entry *tpt;
@@ -191,6 +193,10 @@ struct kd_state {
     struct kd_session *sessions;
     unsigned nsessions;
     unsigned max_sessions;        /* --max-sessions; 0: KD_MAX_SESSIONS */
+    /* --system: every user of the host connects (kd_user.c); per user: */
+    bool system;
+    unsigned max_sessions_per_user, max_vis_per_user; /* 0 = no limit */
+    uint64_t max_reg_bytes_per_user;                  /* 0 = no limit */
     struct kd_client *clients;
     struct kd_conn *conns;
     struct kd_listener *listeners;
@@ -275,6 +281,26 @@ kd_handler_fn kd_op_get_profile;
 kd_handler_fn kd_op_list_nics, kd_op_list_vis, kd_op_list_mem, kd_op_trace, kd_op_shutdown,
     kd_op_ping;
 
+/* ---- users (kd_user.c) ---------------------------------------------------------- */
+/* Defaults of the per-user limits of a system vipd (a vipd of one user has
+ * none unless told). */
+#define KD_SYSTEM_SESSIONS_PER_USER 256u
+#define KD_SYSTEM_VIS_PER_USER 1024u
+#define KD_SYSTEM_REG_BYTES_PER_USER (64ull << 30)
+/* May a process of uid connect at all? Every uid to a system vipd; only
+ * vipd's own uid otherwise. */
+bool kd_user_admitted(uid_t uid);
+/* Does c see (list) what a session of uid owns? Its own, or all if root. */
+bool kd_user_sees(const struct kd_client *c, uid_t owner);
+/* May c stop vipd or steer the stage trace (root or vipd's own uid)? false
+ * with r failed. */
+bool kd_user_admin(const struct kd_client *c, const char *what, struct kd_reply *r);
+/* The per-user limits before a session, a VI or a registration of len
+ * bytes is made for uid: false with r failed (VIP_ERROR_RESOURCE). */
+bool kd_user_may_open(uid_t uid, struct kd_reply *r);
+bool kd_user_may_create_vi(uid_t uid, struct kd_reply *r);
+bool kd_user_may_register(uid_t uid, uint64_t len, struct kd_reply *r);
+
 /* ---- NICs (kd_nic.c) ------------------------------------------------------------ */
 /* Set up nnics NICs: addresses, profile profiles[i] (a name looked up in
  * dir, or a path) and the NIC page. false with a message on stderr. */
@@ -311,7 +337,8 @@ void kd_conn_client_gone(struct kd_client *c);
 void kd_conn_session_gone(struct kd_session *s);
 uint64_t kd_conn_next_deadline(void); /* 0 = none */
 void kd_conn_expire(uint64_t now_ns);
-unsigned kd_conn_count(unsigned nic);
+/* Connections on nic with an end c may see (kd_user_sees). */
+unsigned kd_conn_count(unsigned nic, const struct kd_client *c);
 /* Connect VIs a (side 0) and b (side 1) through a new channel: both
  * CONNECTED. Returns the conn, its chan_fd open (closed with the conn at
  * the latest), or NULL with r failed. */

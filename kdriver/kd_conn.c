@@ -592,14 +592,19 @@ void kd_conn_expire(uint64_t now)
     }
 }
 
-unsigned kd_conn_count(unsigned nic)
+/* An end of cn on nic that c may see. */
+static bool end_seen(const struct kd_vi *vi, unsigned nic, const struct kd_client *c)
+{
+    return vi && vi->nic->index == nic && kd_user_sees(c, vi->sess->uid);
+}
+
+unsigned kd_conn_count(unsigned nic, const struct kd_client *c)
 {
     unsigned n = 0;
     for (struct kd_conn *cn = kd.conns; cn; cn = cn->next) {
         if (cn->state != KD_CONN_ACCEPTED)
             continue;
-        if ((cn->vi[0] && cn->vi[0]->nic->index == nic) ||
-            (cn->vi[1] && cn->vi[1]->nic->index == nic))
+        if (end_seen(cn->vi[0], nic, c) || end_seen(cn->vi[1], nic, c))
             n++;
     }
     return n;

@@ -92,11 +92,21 @@ static void usage(FILE *f)
             "      --idle-exit SECS   exit after SECS without sessions (0 = never)\n"
             "      --max-sessions N   NIC sessions (VipOpenNic) this vipd serves at once\n"
             "                         (default %u); more are refused with a reason\n"
+            "      --system           serve every user of this host (run as root): socket\n"
+            "                         %s, mode 0666, in a root-owned 0755\n"
+            "                         directory ($VIPD_SYSTEM_SOCKET or -s moves it); users\n"
+            "                         are kept apart by the uid of each connection\n"
+            "      --max-sessions-per-user N  NIC sessions of one uid (system: %u)\n"
+            "      --max-vis-per-user N       VIs of one uid, all NICs (system: %u)\n"
+            "      --max-reg-bytes-per-user N[K|M|G|T]  bytes one uid may have registered\n"
+            "                         (system: %lluG); 0 = no limit, the default of a\n"
+            "                         vipd of one user\n"
             "      --autostart        started by VipOpenNic: daemonize, exit quietly when\n"
             "                         another vipd serves the socket, idle-exit after\n"
             "                         $VIPD_IDLE_EXIT seconds (default 60)\n"
             "  -h, --help             this text\n",
-            VIA_MAX_NICS, KD_MAX_SESSIONS);
+            VIA_MAX_NICS, KD_MAX_SESSIONS, CTL_SYSTEM_SOCKET, KD_SYSTEM_SESSIONS_PER_USER,
+            KD_SYSTEM_VIS_PER_USER, (unsigned long long)(KD_SYSTEM_REG_BYTES_PER_USER >> 30));
 }
 
 static int parse_level(const char *s)
@@ -115,6 +125,73 @@ static bool parse_uint(const char *s, unsigned long max, unsigned long *out)
     if (errno || end == s || *end || v > max || s[0] == '-')
         return false;
     *out = v;
+    return true;
+}
+
+/* N with an optional binary suffix K, M, G or T. */
+static bool parse_bytes(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || s[0] == '-')
+        return false;
+    unsigned shift = 0;
+    if (*end) {
+        const char *units = "KMGT", *u = strchr(units, *end);
+        if (!u || end[1])
+            return false;
+        shift = 10 * (unsigned)(u - units + 1);
+    }
+    if (v > (UINT64_MAX >> shift))
+        return false;
+    *out = (uint64_t)v << shift;
+    return true;
+}
+
+/*
+ * A system vipd's socket directory: created root's and 0755 (every user
+ * must reach the socket) if missing; an existing one must be a real
+ * directory of root's that nobody else can write to (its mode is the
+ * administrator's: 0750 and a group limits who may use the NIC). Checked
+ * through an O_NOFOLLOW descriptor, like a client checks it.
+ */
+static bool system_socket_dir(const char *sockpath)
+{
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", sockpath);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir) {
+        fprintf(stderr, "vipd: --system wants the socket in a directory of its own, not %s\n",
+                sockpath);
+        return false;
+    }
+    *slash = 0;
+    bool made = mkdir(dir, 0755) == 0;
+    if (!made && errno != EEXIST) {
+        fprintf(stderr, "vipd: cannot create %s: %s\n", dir, strerror(errno));
+        return false;
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        fprintf(stderr, "vipd: %s: %s\n", dir,
+                errno == ELOOP || errno == ENOTDIR ? "a symbolic link or not a directory"
+                                                   : strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return false;
+    }
+    bool ok = st.st_uid == 0 && !(st.st_mode & 022);
+    /* made now: 0755 whatever our umask took away */
+    if (ok && made && fchmod(fd, 0755) < 0)
+        ok = false;
+    close(fd);
+    if (!ok) {
+        fprintf(stderr, "vipd: %s must be root's and writable by root only (it is uid %u's, "
+                        "mode %o)\n", dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+        return false;
+    }
     return true;
 }
 
@@ -164,7 +241,9 @@ static int bind_socket(const char *path)
         return -1;
     }
     unlink(path); /* stale socket of a vipd that died: we hold the lock */
-    mode_t old = umask(077);
+    /* A system vipd's socket is everybody's to connect to (0666): who may
+     * do what is decided per connection, by its SO_PEERCRED. */
+    mode_t old = umask(kd.system ? 0111 : 077);
     int rc = bind(s, (struct sockaddr *)&a, sizeof a);
     umask(old);
     if (rc < 0 || listen(s, 64) < 0) {
@@ -442,10 +521,14 @@ int main(int argc, char **argv)
         {"autostart", no_argument, NULL, 'A'},   {"help", no_argument, NULL, 'h'},
         {"profile-dir", required_argument, NULL, 'D'}, {"hosts", required_argument, NULL, 'H'},
         {"max-sessions", required_argument, NULL, 'M'},
+        {"system", no_argument, NULL, 'S'},
+        {"max-sessions-per-user", required_argument, NULL, 'U'},
+        {"max-vis-per-user", required_argument, NULL, 'V'},
+        {"max-reg-bytes-per-user", required_argument, NULL, 'R'},
         {NULL, 0, NULL, 0}};
     bool foreground = false, autostart = false;
     unsigned long nnics = 1, idle = 0;
-    bool idle_set = false;
+    bool idle_set = false, limits_set[3] = {false, false, false};
     char sockpath[512] = "";
     /* Per NIC; a NIC no --profile names gets the default (NULL here). */
     const char *profiles[VIA_MAX_NICS] = {NULL};
@@ -515,6 +598,29 @@ int main(int argc, char **argv)
             kd.max_sessions = (unsigned)m;
             break;
         }
+        case 'S':
+            kd.system = true;
+            break;
+        case 'U':
+        case 'V': {
+            unsigned long m;
+            if (!parse_uint(optarg, 1000000, &m)) {
+                fprintf(stderr, "vipd: --max-%s-per-user wants a number from 0 (no limit) to "
+                                "1000000, not '%s'\n", c == 'U' ? "sessions" : "vis", optarg);
+                return 1;
+            }
+            *(c == 'U' ? &kd.max_sessions_per_user : &kd.max_vis_per_user) = (unsigned)m;
+            limits_set[c == 'U' ? 0 : 1] = true;
+            break;
+        }
+        case 'R':
+            if (!parse_bytes(optarg, &kd.max_reg_bytes_per_user)) {
+                fprintf(stderr, "vipd: --max-reg-bytes-per-user wants bytes (0 = no limit; "
+                                "suffix K, M, G or T), not '%s'\n", optarg);
+                return 1;
+            }
+            limits_set[2] = true;
+            break;
         case 'I':
             if (!parse_uint(optarg, 365ul * 86400, &idle)) {
                 fprintf(stderr, "vipd: --idle-exit wants seconds (0 = never), not '%s'\n",
@@ -538,6 +644,24 @@ int main(int argc, char **argv)
         fprintf(stderr, "vipd: unexpected argument '%s'\n", argv[optind]);
         usage(stderr);
         return 1;
+    }
+    if (kd.system && geteuid() != 0) {
+        fprintf(stderr, "vipd: --system serves every user of the host and runs as root "
+                        "(clients trust no other uid at the system socket)\n");
+        return 1;
+    }
+    if (kd.system && autostart) {
+        fprintf(stderr, "vipd: --system and --autostart do not go together: programs start "
+                        "a vipd of their own user only\n");
+        return 1;
+    }
+    if (kd.system) {
+        if (!limits_set[0])
+            kd.max_sessions_per_user = KD_SYSTEM_SESSIONS_PER_USER;
+        if (!limits_set[1])
+            kd.max_vis_per_user = KD_SYSTEM_VIS_PER_USER;
+        if (!limits_set[2])
+            kd.max_reg_bytes_per_user = KD_SYSTEM_REG_BYTES_PER_USER;
     }
     if (named_max > nnics) {
         fprintf(stderr, "vipd: --profile names via%lu, but there %s only %lu NIC%s (see -n)\n",
@@ -589,12 +713,23 @@ int main(int argc, char **argv)
             idle = 60;
         }
     }
-    if (!sockpath[0])
+    if (!sockpath[0] && kd.system)
+        ctl_system_socket_path(sockpath, sizeof sockpath);
+    else if (!sockpath[0])
         ctl_socket_path(sockpath, sizeof sockpath);
-    int rc = ctl_make_socket_dir(sockpath);
-    if (rc < 0) {
-        fprintf(stderr, "vipd: cannot use the directory of %s: %s\n", sockpath, strerror(-rc));
-        return 1;
+    if (kd.system) {
+        if (!system_socket_dir(sockpath)) {
+            kd_nic_fini();
+            kd_ns_free();
+            return 1;
+        }
+    } else {
+        int rc = ctl_make_socket_dir(sockpath);
+        if (rc < 0) {
+            fprintf(stderr, "vipd: cannot use the directory of %s: %s\n", sockpath,
+                    strerror(-rc));
+            return 1;
+        }
     }
 
     char lockpath[520];
@@ -664,6 +799,10 @@ int main(int argc, char **argv)
                                 kd.nic[i].prof.name);
     kd_info("serving %s: %u NIC%s, profiles %s, host id %08x%s", sockpath, kd.nnics,
             kd.nnics == 1 ? "" : "s", plist, kd.host_id, idle ? "" : ", no idle exit");
+    if (kd.system)
+        kd_info("system vipd: every user of the host; per user at most %u sessions, %u VIs, "
+                "%llu registered bytes (0 = no limit)", kd.max_sessions_per_user,
+                kd.max_vis_per_user, (unsigned long long)kd.max_reg_bytes_per_user);
     if (profile_dir)
         kd_info("profile directory %s", profile_dir);
     if (hosts)

@@ -160,6 +160,8 @@ void kd_op_reg_mem(struct kd_client *c, uint64_t cookie, const void *body, struc
                 VIA_MAX_TPT);
         return;
     }
+    if (!kd_user_may_register(s->uid, q->len, r))
+        return;
     /* Round-robin from a hint: a just-freed index is reused last, which
      * makes a stale handle easier to spot in traces. */
     uint32_t idx = s->tpt_hint;
@@ -177,6 +179,7 @@ void kd_op_reg_mem(struct kd_client *c, uint64_t cookie, const void *body, struc
     g->flags = q->flags;
     tpt_publish(s, idx);
     s->nregions++;
+    s->reg_bytes += g->len;
     kd_ptag_ref(q->ptag, 0, 1);
     struct via_ctl_reg_mem_r *a = kd_body(r, sizeof *a);
     if (a)
@@ -197,6 +200,7 @@ void kd_op_dereg_mem(struct kd_client *c, uint64_t cookie, const void *body,
     kd_ptag_ref(g->ptag, 0, -1);
     g->used = false;
     s->nregions--;
+    s->reg_bytes -= g->len;
 }
 
 void kd_op_set_mem(struct kd_client *c, uint64_t cookie, const void *body, struct kd_reply *r)
@@ -231,6 +235,7 @@ void kd_mem_session_free(struct kd_session *s)
             s->reg[i].used = false;
         }
     s->nregions = 0;
+    s->reg_bytes = 0;
     for (uint32_t id = 1; id < kd.nptag_slots; id++)
         if (kd.ptag[id].sess == s)
             kd.ptag[id] = (struct kd_ptag){0};

@@ -2,6 +2,11 @@
  * kd_mgmt.c - management requests (vipctl): LIST_NICS, LIST_VIS, LIST_MEM,
  * TRACE, SHUTDOWN, PING. None needs a session.
  *
+ * A user sees their own sessions, VIs and regions; root sees everybody's
+ * (kd_user_sees). A NIC's traffic counters are the NIC's, like a network
+ * interface's. The stage trace records every user's messages, and stopping
+ * vipd stops everybody's: both are root's (or vipd's own uid's).
+ *
  * Counters and trace records come from pages the clients write: they are
  * copied as plain numbers and never used as indices without a bound.
  */
@@ -21,7 +26,6 @@ static uint64_t ld(_Atomic uint64_t *p)
 void kd_op_list_nics(struct kd_client *c, uint64_t cookie, const void *body,
                      struct kd_reply *r)
 {
-    (void)c;
     (void)cookie;
     (void)body;
     struct via_nic_info *a = kd_body(r, kd.nnics * sizeof *a);
@@ -34,8 +38,7 @@ void kd_op_list_nics(struct kd_client *c, uint64_t cookie, const void *body,
         snprintf(o->profile, sizeof o->profile, "%s", nic->prof.name);
         o->index = i;
         memcpy(o->nic_addr, nic->addr, VIA_NIC_ADDR_LEN);
-        o->vis = nic->nvis;
-        o->conns = kd_conn_count(i);
+        o->conns = kd_conn_count(i, c);
         o->tx_msgs = nic->gone_tx_msgs;
         o->tx_bytes = nic->gone_tx_bytes;
         o->rx_msgs = nic->gone_rx_msgs;
@@ -43,7 +46,7 @@ void kd_op_list_nics(struct kd_client *c, uint64_t cookie, const void *body,
         o->rx_dropped = nic->gone_rx_dropped;
         o->desc_errors = nic->gone_desc_errors;
         for (struct kd_session *s = kd.sessions; s; s = s->next)
-            if (s->nic == nic) {
+            if (s->nic == nic && kd_user_sees(c, s->uid)) {
                 o->sessions++;
                 o->regions += s->nregions;
             }
@@ -51,6 +54,8 @@ void kd_op_list_nics(struct kd_client *c, uint64_t cookie, const void *body,
             struct kd_vi *vi = nic->vi[v];
             if (!vi)
                 continue;
+            if (kd_user_sees(c, vi->sess->uid))
+                o->vis++;
             struct via_vi_counters *k = &vi->page->cnt;
             o->tx_msgs += ld(&k->tx_msgs);
             o->tx_bytes += ld(&k->tx_bytes);
@@ -65,7 +70,6 @@ void kd_op_list_nics(struct kd_client *c, uint64_t cookie, const void *body,
 void kd_op_list_vis(struct kd_client *c, uint64_t cookie, const void *body,
                     struct kd_reply *r)
 {
-    (void)c;
     (void)cookie;
     (void)body;
     size_t n = 0, cap = VIA_CTL_MAX_BODY / sizeof(struct via_vi_info);
@@ -80,7 +84,7 @@ void kd_op_list_vis(struct kd_client *c, uint64_t cookie, const void *body,
     for (unsigned i = 0; i < kd.nnics && k < n; i++) {
         for (uint32_t v = 0; v < VIA_MAX_VI && k < n; v++) {
             struct kd_vi *vi = kd.nic[i].vi[v];
-            if (!vi)
+            if (!vi || !kd_user_sees(c, vi->sess->uid))
                 continue;
             struct via_vi_info *o = &a[k++];
             struct via_vi_counters *cnt = &vi->page->cnt;
@@ -116,7 +120,6 @@ void kd_op_list_vis(struct kd_client *c, uint64_t cookie, const void *body,
 void kd_op_list_mem(struct kd_client *c, uint64_t cookie, const void *body,
                     struct kd_reply *r)
 {
-    (void)c;
     (void)cookie;
     (void)body;
     size_t n = 0, cap = VIA_CTL_MAX_BODY / sizeof(struct via_mem_info);
@@ -129,6 +132,8 @@ void kd_op_list_mem(struct kd_client *c, uint64_t cookie, const void *body,
         return;
     size_t k = 0;
     for (struct kd_session *s = kd.sessions; s && k < n; s = s->next) {
+        if (!kd_user_sees(c, s->uid))
+            continue;
         for (uint32_t i = 0; i < VIA_MAX_TPT && k < n; i++) {
             const struct kd_region *g = &s->reg[i];
             if (!g->used)
@@ -242,9 +247,10 @@ static void trace_dump(struct kd_reply *r)
 
 void kd_op_trace(struct kd_client *c, uint64_t cookie, const void *body, struct kd_reply *r)
 {
-    (void)c;
     (void)cookie;
     const struct via_ctl_trace *q = body;
+    if (!kd_user_admin(c, "use the stage trace", r))
+        return;
     if (q->on == 2) {
         trace_dump(r);
         return;
@@ -270,7 +276,8 @@ void kd_op_shutdown(struct kd_client *c, uint64_t cookie, const void *body,
 {
     (void)cookie;
     (void)body;
-    (void)r;
+    if (!kd_user_admin(c, "stop vipd", r))
+        return;
     kd_info("shutdown requested by pid %d", (int)c->pid);
     kd.stop = true; /* the loop ends after this reply is sent */
 }

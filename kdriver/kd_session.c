@@ -120,6 +120,8 @@ static void op_hello(struct kd_client *c, uint64_t cookie, const void *body, str
                 "vipd serves at most %u NIC sessions at once (vipd --max-sessions)", maxs);
         return;
     }
+    if (!kd_user_may_open(c->uid, r))
+        return;
     if (q->abi != VIA_ABI_VERSION) {
         kd_fail(r, VIP_INVALID_PARAMETER,
                 "ABI version %u, vipd speaks %u: libvipl and vipd are from different builds",
@@ -166,8 +168,9 @@ static void op_hello(struct kd_client *c, uint64_t cookie, const void *body, str
     if (s->id == 0)
         s->id = ++kd.next_session_id;
     s->nic = &kd.nic[q->nic];
-    /* The kernel's pid, not the one the client claims. */
+    /* The kernel's pid and uid, not what the client claims. */
     s->pid = c->pid;
+    s->uid = c->uid;
     memcpy(s->progname, q->progname, sizeof s->progname);
     s->progname[sizeof s->progname - 1] = 0;
     for (char *p = s->progname; *p; p++)
@@ -192,8 +195,8 @@ static void op_hello(struct kd_client *c, uint64_t cookie, const void *body, str
     kd_add_fd(r, s->evfd, false);
     kd_add_fd(r, sfd, true);
     kd_add_fd(r, s->nic->page_fd, false); /* the NIC's, shared by its sessions */
-    kd_info("session %u opened: pid %d (%s) on via%u", s->id, (int)s->pid, s->progname,
-            q->nic);
+    kd_info("session %u opened: pid %d uid %u (%s) on via%u", s->id, (int)s->pid,
+            (unsigned)s->uid, s->progname, q->nic);
     return;
 shmfail:
     kd_fail(r, VIP_ERROR_RESOURCE, "cannot create shared memory for the session: %s",
@@ -220,8 +223,10 @@ static void op_attach(struct kd_client *c, uint64_t cookie, const void *body, st
         return;
     }
     struct kd_session *s = kd_session_find(q->session_id);
-    if (!s) {
-        kd_fail(r, VIP_INVALID_PARAMETER, "no session %u", q->session_id);
+    /* Another user's session is not even said to exist. */
+    if (!s || s->uid != c->uid) {
+        kd_fail(r, VIP_INVALID_PARAMETER, "no session %u of uid %u", q->session_id,
+                (unsigned)c->uid);
         return;
     }
     if (s->pid != c->pid) {
@@ -329,8 +334,9 @@ void kd_client_new(int fd)
         close(fd);
         return;
     }
-    if (cr.uid != getuid()) {
-        kd_warn("pid %d of uid %u connected: refused, this vipd serves uid %u only",
+    if (!kd_user_admitted(cr.uid)) {
+        kd_warn("pid %d of uid %u connected: refused, this vipd serves uid %u only "
+                "(vipd --system serves every user)",
                 (int)cr.pid, (unsigned)cr.uid, (unsigned)getuid());
         close(fd);
         return;

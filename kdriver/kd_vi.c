@@ -114,6 +114,8 @@ void kd_op_create_vi(struct kd_client *c, uint64_t cookie, const void *body,
                 q->recv_cq - 1);
         return;
     }
+    if (!kd_user_may_create_vi(s->uid, r))
+        return;
     struct kd_nic *nic = s->nic;
     uint32_t id = 0, max = kd_nic_max_vi(nic);
     while (id < max && nic->vi[id])

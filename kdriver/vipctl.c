@@ -19,6 +19,12 @@
 #include "vipl.h"
 
 static char sockpath[512];
+static bool sock_system; /* the system vipd's socket: root's, or refused */
+
+static int vipd_connect(void)
+{
+    return sock_system ? ctl_connect_root(sockpath) : ctl_connect(sockpath);
+}
 
 static const char *const status_name[] = {
     "VIP_SUCCESS",         "VIP_NOT_DONE",          "VIP_INVALID_PARAMETER",
@@ -61,6 +67,11 @@ static const char *reliability(uint32_t r)
 
 static void no_vipd(void)
 {
+    if (sock_system) {
+        fprintf(stderr, "vipctl: the system vipd does not answer on %s (root starts it: "
+                        "systemctl start vipd, or vipd-start start)\n", sockpath);
+        exit(1);
+    }
     fprintf(stderr,
             "vipctl: no vipd is running on %s (it starts with the first VipOpenNic, or run "
             "'vipd -f')\n",
@@ -74,7 +85,7 @@ static void no_vipd(void)
  */
 static void *call(uint32_t op, const void *req, uint32_t reqlen, size_t *len)
 {
-    int s = ctl_connect(sockpath);
+    int s = vipd_connect();
     if (s < 0) {
         if (s == -ENOENT || s == -ECONNREFUSED)
             no_vipd();
@@ -377,7 +388,7 @@ static int cmd_trace(const char *arg)
 
 static int cmd_ping(void)
 {
-    int s = ctl_connect(sockpath);
+    int s = vipd_connect();
     if (s < 0) {
         printf("no vipd answers on %s (%s)\n", sockpath,
                ctl_refusal()[0] ? ctl_refusal() : strerror(-s));
@@ -423,7 +434,9 @@ static int cmd_env(void)
     env1("VIPD_NICS", "NICs of an autostarted vipd (2)");
     env1("VIPD_HOSTS", "hosts file of names for VipNSGetHostByName (vipd --hosts)");
     env1("XDG_RUNTIME_DIR", "holds vipd/vipd.sock when VIPD_SOCKET is unset");
-    printf("%-16s = %s\n", "(socket path)", sockpath);
+    env1("VIPD_SYSTEM_SOCKET", "the system vipd's socket (" CTL_SYSTEM_SOCKET "), used when "
+                               "the user's own is absent");
+    printf("%-16s = %s%s\n", "(socket path)", sockpath, sock_system ? " (system vipd)" : "");
     return 0;
 }
 
@@ -433,8 +446,8 @@ static void usage(FILE *f)
                "commands:\n"
                "  nics              NICs, profiles, limits, usage, counters, and the host\n"
                "                    interface and PCI device of each /dev/via_ethN (default)\n"
-               "  vis               table of all VIs\n"
-               "  mem               table of registered memory\n"
+               "  vis               table of all VIs (a system vipd shows a user their own)\n"
+               "  mem               table of registered memory (the same)\n"
                "  counters          per-NIC counters\n"
                "  profile [viaN]    the NIC's timing profile, VI bound, modelled stage times\n"
                "  trace on|off|dump|stats\n"
@@ -466,7 +479,7 @@ int main(int argc, char **argv)
     if (sock)
         snprintf(sockpath, sizeof sockpath, "%s", sock);
     else
-        ctl_socket_path(sockpath, sizeof sockpath);
+        sock_system = ctl_socket_find(sockpath, sizeof sockpath);
     const char *cmd = optind < argc ? argv[optind] : "nics";
     const char *arg = optind + 1 < argc ? argv[optind + 1] : NULL;
     if (strcmp(cmd, "nics") == 0)

@@ -18,6 +18,12 @@
 
 int tvipd_start(struct tvipd *v, const char *const *extra, unsigned nofile)
 {
+    return tvipd_start_in(v, "/tmp", extra, nofile);
+}
+
+int tvipd_start_in(struct tvipd *v, const char *parent, const char *const *extra,
+                   unsigned nofile)
+{
     memset(v, 0, sizeof *v);
     const char *ctl = getenv("TL_VIPCTL");
     char exe[PATH_MAX];
@@ -26,7 +32,7 @@ int tvipd_start(struct tvipd *v, const char *const *extra, unsigned nofile)
     snprintf(exe, sizeof exe, "%s", ctl);
     char *slash = strrchr(exe, '/');
     strcpy(slash ? slash + 1 : exe, "vipd");
-    snprintf(v->dir, sizeof v->dir, "/tmp/vipl-ownvipd.XXXXXX");
+    snprintf(v->dir, sizeof v->dir, "%s/vipl-ownvipd.XXXXXX", parent);
     if (!mkdtemp(v->dir))
         return -1;
     snprintf(v->sock, sizeof v->sock, "%s/vipd.sock", v->dir);
@@ -55,16 +61,28 @@ int tvipd_start(struct tvipd *v, const char *const *extra, unsigned nofile)
     if (v->pid < 0)
         return -1;
     setenv("VIPD_SOCKET", v->sock, 1);
-    for (int i = 0; i < 300; i++) {
+    /* Waiting for ours: no other vipd may be started on its socket meanwhile. */
+    const char *as = getenv("VIPD_AUTOSTART");
+    char autostart[16];
+    snprintf(autostart, sizeof autostart, "%s", as ? as : "");
+    setenv("VIPD_AUTOSTART", "0", 1);
+    int rc = -1;
+    for (int i = 0; i < 300 && rc < 0; i++) {
         VIP_NIC_HANDLE nic;
         if (VipOpenNic("via0", &nic) == VIP_SUCCESS) {
             VipCloseNic(nic);
-            return 0;
+            rc = 0;
+        } else {
+            usleep(10000); /* waiting for the daemon to listen, bounded */
         }
-        usleep(10000); /* waiting for the daemon to listen, bounded */
     }
-    tvipd_stop(v);
-    return -1;
+    if (as)
+        setenv("VIPD_AUTOSTART", autostart, 1);
+    else
+        unsetenv("VIPD_AUTOSTART");
+    if (rc < 0)
+        tvipd_stop(v);
+    return rc;
 }
 
 void tvipd_stop(struct tvipd *v)

@@ -22,6 +22,9 @@ struct tvipd {
  * be NULL) and, if nofile > 0, that RLIMIT_NOFILE; wait until it answers.
  * 0, or -1 (stopped again). */
 int tvipd_start(struct tvipd *v, const char *const *extra, unsigned nofile);
+/* The same with the private directory made in parent instead of /tmp. */
+int tvipd_start_in(struct tvipd *v, const char *parent, const char *const *extra,
+                   unsigned nofile);
 void tvipd_stop(struct tvipd *v);
 
 #endif

@@ -103,7 +103,7 @@ VIP_RETURN vipl_call(struct vip_nic *n, uint32_t op, const void *req, size_t req
 VIP_RETURN vipl_call_side(struct vip_nic *n, uint32_t op, const void *req, size_t req_len,
                           void *rep, size_t rep_len, int *fds, int *nfds)
 {
-    int s = ctl_connect(n->sock_path);
+    int s = n->sock_system ? ctl_connect_root(n->sock_path) : ctl_connect(n->sock_path);
     if (s < 0)
         return vipl_fail(VIP_ERROR_RESOURCE, "cannot reach vipd at %s: %s", n->sock_path,
                          ctl_refusal()[0] ? ctl_refusal() : strerror(-s));
@@ -249,8 +249,17 @@ static int bounded(int s)
     return s;
 }
 
-int vipl_connect_vipd(const char *path)
+int vipl_connect_vipd(const char *path, bool system)
 {
+    if (system) {
+        /* root's daemon, started by root: never one of ours in its place */
+        int s = ctl_connect_root(path);
+        if (s >= 0)
+            return bounded(s);
+        vipl_set_error("the system vipd at %s: %s", path,
+                       ctl_refusal()[0] ? ctl_refusal() : strerror(-s));
+        return -1;
+    }
     int s = ctl_connect(path);
     if (s >= 0)
         return bounded(s);

@@ -47,6 +47,7 @@ struct vip_nic {
     uint32_t session_id;
     uint32_t nic_index;
     char sock_path[256];
+    bool sock_system;            /* the system vipd's: everything there must be root's */
     struct via_ctl_query_nic_r attr;
 
     struct fw_nic *hw;           /* the NIC of this session (nic.h) */
@@ -141,7 +142,7 @@ VIP_RETURN vipl_call(struct vip_nic *n, uint32_t op, const void *req, size_t req
 VIP_RETURN vipl_call_side(struct vip_nic *n, uint32_t op, const void *req, size_t req_len,
                           void *rep, size_t rep_len, int *fds, int *nfds);
 /* Connect to vipd, starting one if none runs (unless VIPD_AUTOSTART=0). */
-int vipl_connect_vipd(const char *path);
+int vipl_connect_vipd(const char *path, bool system);
 void *vipl_map_fd(int fd, size_t len, int prot);
 
 /* ---- vipl_err.c: messages ----------------------------------------------------- */

@@ -77,8 +77,8 @@ VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle)
     struct vip_nic *n = calloc(1, sizeof *n);
     if (!n)
         return vipl_fail(VIP_ERROR_RESOURCE, "out of memory");
-    ctl_socket_path(n->sock_path, sizeof n->sock_path);
-    n->sock = vipl_connect_vipd(n->sock_path);
+    n->sock_system = ctl_socket_find(n->sock_path, sizeof n->sock_path);
+    n->sock = vipl_connect_vipd(n->sock_path, n->sock_system);
     if (n->sock < 0) {
         free(n);
         return VIP_ERROR_RESOURCE; /* message set by vipl_connect_vipd */
