@@ -291,6 +291,10 @@ static void begin(uint8_t config)
     memset(F.dba, 0, sizeof *F.dba);
     memset(F.dbb, 0, sizeof *F.dbb);
     for (int d = 0; d < 2; d++) {
+        /* A channel is fresh memory (vipd makes one per connection): the
+         * last input's packets, tagged for lap 1, must not be found again. */
+        uint64_t used = atomic_load(&F.chan->dir[d].head);
+        memset(F.chan->dir[d].ring, 0, used < VIA_CHAN_RING ? used + 64 : VIA_CHAN_RING);
         atomic_store(&F.chan->dir[d].head, 0);
         atomic_store(&F.chan->dir[d].tail, 0);
         atomic_store(&F.chan->dir[d].tx_waiting, 0);
