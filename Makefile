@@ -31,7 +31,9 @@ VIPCTL_SRCS:= $(wildcard kdriver/vipctl*.c) kdriver/ctl_sock.c kdriver/kd_hostif
 # vipctl alone links libpci and libkmod (nics, doctor: vipctl_hostdev.c).
 HOSTDEV_PKGS := libpci libkmod
 HOSTDEV_LIBS := $(shell pkg-config --libs $(HOSTDEV_PKGS) 2>/dev/null)
-BENCH_SRCS := $(filter-out bench/am2_%,$(wildcard bench/*.c))
+# fi_* are plain libfabric programs (references for the libfabric link), nothing of ours.
+FI_BENCH_SRCS := $(wildcard bench/fi_*.c)
+BENCH_SRCS := $(filter-out bench/am2_% $(FI_BENCH_SRCS),$(wildcard bench/*.c))
 AM2_BENCH_SRCS := $(wildcard bench/am2_*.c)
 TEST_SRCS  := $(wildcard tests/test_*.c)
 # The firmware tests' fixture calls internals: only INTERNAL_TESTS link it.
@@ -77,6 +79,7 @@ BENCHES_A := $(filter $(patsubst %,$(B)/bin/%,$(INTERNAL_BENCHES)),$(BENCHES))
 TESTS_A   := $(filter $(patsubst %,$(B)/tests/%,$(INTERNAL_TESTS)),$(TESTS))
 TESTS_AM2 := $(filter $(B)/tests/test_am2%,$(TESTS))
 AM2_BENCHES := $(patsubst bench/%.c,$(B)/bin/%,$(AM2_BENCH_SRCS))
+FI_BENCHES := $(patsubst bench/%.c,$(B)/bin/%,$(FI_BENCH_SRCS))
 
 # Empty when CUnit's header is missing: then `all` skips the tests.
 HAVE_CUNIT := $(shell $(CC) $(CFLAGS) -E -include CUnit/CUnit.h -x c /dev/null >/dev/null 2>&1 && echo y)
@@ -91,7 +94,7 @@ all: progs testprogs
 endif
 # everything but the tests (which need CUnit)
 progs: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(VIPD_START) $(BENCHES) $(B)/lib/pkgconfig/vipl.pc \
-	$(AM2SO) $(AM2A) $(AMRUN) $(AM2_BENCHES) $(B)/lib/pkgconfig/am2.pc
+	$(AM2SO) $(AM2A) $(AMRUN) $(AM2_BENCHES) $(B)/lib/pkgconfig/am2.pc $(FI_BENCHES)
 testprogs: $(TESTS) $(OLDVIA) $(COMPAT_PROGS) $(AM2_HELPERS)
 
 $(B)/obj/%.o: %.c
@@ -133,6 +136,10 @@ $(VIPD_START): kdriver/vipd-start.sh
 $(filter-out $(BENCHES_A),$(BENCHES)): $(B)/bin/%: $(B)/obj/bench/%.o $(LIBSO)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/lib -lvipl -Wl,-rpath,'$$ORIGIN/../lib' -lm -lpthread
+
+$(FI_BENCHES): $(B)/bin/%: $(B)/obj/bench/%.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< -lfabric
 
 $(BENCHES_A): $(B)/bin/%: $(B)/obj/bench/%.o $(LIBA)
 	@mkdir -p $(dir $@)
