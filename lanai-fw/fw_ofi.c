@@ -87,6 +87,7 @@ struct fw_ofi {
     /* received frames reaped but not yet handed out: a FIFO of nheld from held_head */
     struct fw_ofi_rx held[FW_OFI_NRECV];
     unsigned held_head, nheld;
+    int wait_fd; /* readable when the CQ may have work (-1: none) */
     char prov[64];
 };
 
@@ -195,14 +196,18 @@ int fw_ofi_open(struct fw_ofi **out, const char *node, uint32_t max_frame, char 
 
     struct fi_cq_attr cqa = {.format = FI_CQ_FORMAT_MSG,
                              .size = 2 * (FW_OFI_NSEND + FW_OFI_NRECV),
-                             .wait_obj = FI_WAIT_NONE};
+                             .wait_obj = FI_WAIT_FD};
     struct fi_av_attr ava = {.type = FI_AV_TABLE};
     if ((rc = ofi.fabric(o->info->fabric_attr, &o->fabric, NULL)))
         goto bad_fabric;
     if ((rc = fi_domain(o->fabric, o->info, &o->domain, NULL)))
         goto bad_domain;
-    if ((rc = fi_cq_open(o->domain, &cqa, &o->cq, NULL)))
-        goto bad_cq;
+    if ((rc = fi_cq_open(o->domain, &cqa, &o->cq, NULL))) {
+        /* a provider without wait fds: sleepers poll (fw_ofi_wait_fd -1) */
+        cqa.wait_obj = FI_WAIT_NONE;
+        if ((rc = fi_cq_open(o->domain, &cqa, &o->cq, NULL)))
+            goto bad_cq;
+    }
     if ((rc = fi_av_open(o->domain, &ava, &o->av, NULL)))
         goto bad_av;
     if ((rc = fi_endpoint(o->domain, o->info, &o->ep, NULL)))
@@ -210,6 +215,9 @@ int fw_ofi_open(struct fw_ofi **out, const char *node, uint32_t max_frame, char 
     if ((rc = fi_ep_bind(o->ep, &o->cq->fid, FI_TRANSMIT | FI_RECV)) ||
         (rc = fi_ep_bind(o->ep, &o->av->fid, 0)) || (rc = fi_enable(o->ep)))
         goto bad_ep;
+    o->wait_fd = -1;
+    if (cqa.wait_obj == FI_WAIT_FD && fi_control(&o->cq->fid, FI_GETWAIT, &o->wait_fd))
+        o->wait_fd = -1;
 
     o->mem_len = (size_t)(FW_OFI_NSEND + FW_OFI_NRECV) * o->max_frame;
     o->mem = aligned_alloc(4096, (o->mem_len + 4095) & ~(size_t)4095);
@@ -410,4 +418,17 @@ unsigned fw_ofi_sends_pending(const struct fw_ofi *o)
 const char *fw_ofi_provider(const struct fw_ofi *o)
 {
     return o->prov;
+}
+
+int fw_ofi_wait_fd(const struct fw_ofi *o)
+{
+    return o->wait_fd;
+}
+
+bool fw_ofi_trywait(struct fw_ofi *o)
+{
+    if (o->wait_fd < 0 || o->nheld)
+        return false;
+    struct fid *f = &o->cq->fid;
+    return fi_trywait(o->fabric, &f, 1) == FI_SUCCESS;
 }

@@ -25,6 +25,7 @@
 #ifndef FW_OFI_H
 #define FW_OFI_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -62,6 +63,12 @@ int fw_ofi_send(struct fw_ofi *o, uint64_t peer, const void *hdr, size_t hlen,
 int fw_ofi_recv(struct fw_ofi *o, struct fw_ofi_rx *rx, int max);
 /* Hand a received slot back to the fabric. */
 int fw_ofi_repost(struct fw_ofi *o, const struct fw_ofi_rx *rx);
+
+/* Sleeping until a frame may have come: block in poll on fw_ofi_wait_fd
+ * only after fw_ofi_trywait said yes (libfabric's rule: it may have work
+ * to do first, which the next fw_ofi_recv does). -1: no wait fd; poll. */
+int fw_ofi_wait_fd(const struct fw_ofi *o);
+bool fw_ofi_trywait(struct fw_ofi *o);
 
 /* Sends not yet completed (a caller draining before close waits for 0). */
 unsigned fw_ofi_sends_pending(const struct fw_ofi *o);
