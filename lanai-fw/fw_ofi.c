@@ -311,35 +311,57 @@ int fw_ofi_peer(struct fw_ofi *o, const void *name, size_t len, uint64_t *peer)
     return 0;
 }
 
+int fw_ofi_slot_take(struct fw_ofi *o, uint8_t **buf)
+{
+    if (!o->nfree)
+        return -EAGAIN;
+    uint32_t idx = o->free_send[--o->nfree];
+    *buf = slot_buf(o, &o->send[idx]);
+    return (int)idx;
+}
+
+void fw_ofi_slot_drop(struct fw_ofi *o, int slot)
+{
+    o->free_send[o->nfree++] = (uint32_t)slot;
+}
+
+int fw_ofi_slot_send(struct fw_ofi *o, uint64_t peer, int slot, uint32_t len)
+{
+    if (slot < 0 || slot >= FW_OFI_NSEND)
+        return -EINVAL;
+    if (len > o->max_frame)
+        return -EMSGSIZE;
+    struct ofi_slot *s = &o->send[slot];
+    uint8_t *b = slot_buf(o, s);
+    ssize_t rc;
+    if (len <= o->inject) {
+        /* small: the provider copies it, no completion, the slot is free */
+        rc = fi_inject(o->ep, b, len, peer);
+        if (rc == 0)
+            fw_ofi_slot_drop(o, slot);
+    } else {
+        rc = fi_send(o->ep, b, len, o->desc, peer, &s->ctx);
+    }
+    return rc == -FI_EAGAIN ? -EAGAIN : (int)rc;
+}
+
 int fw_ofi_send(struct fw_ofi *o, uint64_t peer, const void *hdr, size_t hlen,
                 const void *payload, size_t plen)
 {
     size_t total = hlen + plen;
     if (total > o->max_frame)
         return -EMSGSIZE;
-    if (total <= o->inject && total <= 256) {
-        /* small: the provider copies it and there is no completion */
-        uint8_t buf[256];
-        memcpy(buf, hdr, hlen);
-        if (plen)
-            memcpy(buf + hlen, payload, plen);
-        ssize_t rc = fi_inject(o->ep, buf, total, peer);
-        return rc == -FI_EAGAIN ? -EAGAIN : (int)rc;
-    }
-    if (!o->nfree)
-        return -EAGAIN;
-    struct ofi_slot *s = &o->send[o->free_send[o->nfree - 1]];
-    uint8_t *b = slot_buf(o, s);
+    uint8_t *b;
+    int slot = fw_ofi_slot_take(o, &b);
+    if (slot < 0)
+        return slot;
     memcpy(b, hdr, hlen);
     if (plen)
         memcpy(b + hlen, payload, plen);
-    ssize_t rc = fi_send(o->ep, b, total, o->desc, peer, &s->ctx);
-    if (rc == -FI_EAGAIN)
-        return -EAGAIN;
+    int rc = fw_ofi_slot_send(o, peer, slot, (uint32_t)total);
     if (rc)
-        return (int)rc;
-    o->nfree--;
-    return 0;
+        fw_ofi_slot_drop(o, slot);
+    return rc;
 }
 
 /* An error completion: a receive cancelled at close is nothing; a failed

@@ -58,6 +58,13 @@ int fw_ofi_peer(struct fw_ofi *o, const void *name, size_t len, uint64_t *peer);
  * is busy: progress and retry), -EMSGSIZE, or another negative errno. */
 int fw_ofi_send(struct fw_ofi *o, uint64_t peer, const void *hdr, size_t hlen,
                 const void *payload, size_t plen);
+/* The same without a copy: take a free send slot (its index, or -EAGAIN)
+ * and fill *buf; send it (0; -EAGAIN: the slot stays taken, send it again
+ * later); or drop it unsent. A sent slot comes back with its completion. */
+int fw_ofi_slot_take(struct fw_ofi *o, uint8_t **buf);
+int fw_ofi_slot_send(struct fw_ofi *o, uint64_t peer, int slot, uint32_t len);
+void fw_ofi_slot_drop(struct fw_ofi *o, int slot);
+
 /* Progress: reap completions; up to max received frames into rx. Returns
  * their number, or a negative errno when the endpoint failed. */
 int fw_ofi_recv(struct fw_ofi *o, struct fw_ofi_rx *rx, int max);
