@@ -46,6 +46,8 @@ static struct {
     int status;
     op_t opcode;
     int32_t ret_a0;
+    uint32_t ret_bits;  /* 1 << (a0 % 32) of every returned message */
+    int ret_bad;        /* returns whose status was not EBADENDPOINT/EUNREACHABLE */
     size_t nbytes;
     uint32_t sum;
 } cnt;
@@ -60,6 +62,8 @@ static void h_returned(int status, op_t opcode, void *token)
     cnt.status = status;
     cnt.opcode = opcode;
     cnt.ret_a0 = a[0];
+    cnt.ret_bits |= 1u << (a[0] & 31);
+    cnt.ret_bad += status != EBADENDPOINT && status != EUNREACHABLE;
 }
 
 static void h_sum(void *token, int32_t a, int32_t b, int32_t c, int32_t d)
@@ -505,6 +509,37 @@ out:
         ;
 }
 
+/* Requests already sent to a peer that then dies come back, each once,
+ * with EBADENDPOINT (its VI broke, or its process is gone), and their
+ * credits with them: nothing is lost, and the next request returns too. */
+static void test_vipl_peer_dies(void)
+{
+    struct pair pr = {.sc = S_SERVE};
+    struct side s;
+    TCHK(pair_start(&pr, &s, true) == 0);
+    TAM(AM_Request4(s.ep, 0, 2, 0, 0, 0, 0), AM_OK); /* connects */
+    TCHK(wait_count(s.eb, &cnt.replies, 1, 5000) == 0);
+    TCHK(cmd(&pr, 's', 'S') == 0); /* it stops handling */
+    for (int i = 0; i < 3; i++)
+        TAM(AM_Request4(s.ep, 0, 2, 10 + i, 0, 0, 0), AM_OK);
+    TAM(AM_RequestI1(s.ep, 0, 4, medium, 500, 13), AM_OK);
+    TAM(AM_RequestXfer1(s.ep, 0, 4096, 6, seg, 4096, 14), AM_OK);
+    TAM(AM_Poll(s.eb), AM_OK);
+    TCHK(cnt.returns == 0 && cnt.replies == 1);
+    pair_kill(&pr); /* dies with five requests unanswered */
+    TCHK(wait_count(s.eb, &cnt.returns, 5, 10000) == 0);
+    TCHK(cnt.ret_bad == 0 && cnt.ret_bits == 0x1fu << 10);
+    TAM(AM_Request4(s.ep, 0, 2, 20, 0, 0, 0), AM_OK); /* no credit is missing: it returns */
+    TCHK(expect_ret(s.eb, EBADENDPOINT, AM_REQUEST_M, 20) == 0);
+    for (int i = 0; i < 50; i++)
+        TAM(AM_Poll(s.eb), AM_OK);
+    TCHK(cnt.returns == 6 && cnt.replies == 1);
+out:
+    pair_kill(&pr);
+    while (AM_Terminate() == AM_OK)
+        ;
+}
+
 /* Two endpoints of the parent in one bundle, each with its own VI to the
  * child: the second is refused until the child maps it, then both work. */
 static void test_vipl_two_endpoints(void)
@@ -642,7 +677,8 @@ int main(int argc, char **argv)
     static const struct tl_test tests[] = {
         TL_TEST(test_vipl_roundtrips), TL_TEST(test_vipl_outstanding),
         TL_TEST(test_vipl_credits),    TL_TEST(test_vipl_returns),
-        TL_TEST(test_vipl_unreachable), TL_TEST(test_vipl_two_endpoints),
+        TL_TEST(test_vipl_unreachable), TL_TEST(test_vipl_peer_dies),
+        TL_TEST(test_vipl_two_endpoints),
         TL_TEST(test_vipl_waitsema),   TL_TEST(test_vipl_par),
         TL_END,
     };

@@ -166,12 +166,52 @@ static void peer_up(struct am_peer *p)
     am_send_ctl(p, &w, NULL, 0);
 }
 
+/* The peer is gone (or its VI): every request it has not answered comes
+ * back to handler 0 with EBADENDPOINT, and its credit with it. Called
+ * again later it returns what was recorded since (a send under way). */
 void am_peer_broken(struct am_peer *p, const char *why)
 {
     if (p->state != PEER_BROKEN && getenv("AM2_DEBUG"))
         fprintf(stderr, "am2: the VI to endpoint %08x.%06x is broken: %s\n",
                 (unsigned)p->name.pid, (unsigned)p->name.id, why);
     p->state = PEER_BROKEN;
+    for (int i = 0; i < AM_CREDITS; i++)
+        if (p->out[i].seq) {
+            am_ret_push(p->ep, &p->out[i].w, &p->name, EBADENDPOINT);
+            p->out[i].seq = 0;
+            p->credits++;
+        }
+}
+
+void am_out_add(struct am_peer *p, struct am_wire *w)
+{
+    if (++p->next_seq == 0)
+        p->next_seq = 1;
+    w->rseq = p->next_seq;
+    for (int i = 0; i < AM_CREDITS; i++)
+        if (!p->out[i].seq) {
+            p->out[i].seq = w->rseq;
+            p->out[i].w = *w;
+            return;
+        }
+}
+
+bool am_out_done(struct am_peer *p, uint32_t seq)
+{
+    for (int i = 0; seq && i < AM_CREDITS; i++)
+        if (p->out[i].seq == seq) {
+            p->out[i].seq = 0;
+            return true;
+        }
+    return false;
+}
+
+bool am_peer_waiting(const struct am_peer *p)
+{
+    for (int i = 0; i < AM_CREDITS; i++)
+        if (p->out[i].seq)
+            return true;
+    return false;
 }
 
 void am_accept_pending(struct am2_ep *ep)

@@ -63,7 +63,7 @@ struct am_wire {
     uint64_t offset;  /* long: dest_offset; HELLO/SEG: segment base */
     uint64_t seg_len; /* HELLO/SEG: segment length */
     uint32_t seg_mh;  /* HELLO/SEG: segment memory handle */
-    uint32_t pad2;
+    uint32_t rseq;    /* REQUEST: its number on this peer (am_out); answers echo it */
     int32_t args[AM2_MAX_SHORT];
 };
 #define AM_SLOT (sizeof(struct am_wire) + AM2_MAX_MEDIUM)
@@ -76,6 +76,14 @@ enum am_peer_state { PEER_IDLE, PEER_CONNECTED, PEER_BROKEN, PEER_NSTATES };
 extern const char *const am_peer_state_name[PEER_NSTATES];
 
 struct am2_ep;
+
+/* A request sent to a peer and not answered yet: kept until its reply,
+ * ACK or return comes, so that if the peer dies it can still come back
+ * (EBADENDPOINT) instead of being lost. At most K (the credits). */
+struct am_out {
+    uint32_t seq;            /* 0: slot free */
+    struct am_wire w;
+};
 
 struct am_peer {
     struct am_peer *next;    /* the endpoint's list */
@@ -96,6 +104,8 @@ struct am_peer {
     struct am_shmq *shmq;    /* its shared-memory queue, if on this host (am_shm.c) */
     bool shm_tried;
     struct am_pend *pend, *pend_tail; /* messages waiting for room in it */
+    struct am_out out[AM_CREDITS]; /* requests it has not answered */
+    uint32_t next_seq;
 };
 
 /* ---- endpoints and bundles -------------------------------------------------------------- */
@@ -232,6 +242,9 @@ int am_peer_repost(struct am_peer *p, VIP_DESCRIPTOR *d);
 struct am_peer *am_peer_of_vi(struct am2_bundle *eb, VIP_VI_HANDLE vi);
 void am_en_disc(const en_t *name, char out[17]);
 void am_peer_broken(struct am_peer *p, const char *why);
+void am_out_add(struct am_peer *p, struct am_wire *w);   /* numbers w (rseq) */
+bool am_out_done(struct am_peer *p, uint32_t seq);       /* its answer came */
+bool am_peer_waiting(const struct am_peer *p);           /* requests unanswered */
 
 /* am_send.c */
 VIP_DESCRIPTOR *am_send_get(struct am2_ep *ep, bool may_poll);

@@ -149,7 +149,7 @@ void am_dispatch(struct am2_ep *ep, struct am_peer *peer, const struct am_wire *
     ep->st.bytes_received[w->cat] += w->nbytes;
     run(&t, w, (void *)payload);
     if (t.is_request && !t.replied && peer) {
-        struct am_wire ack = {.kind = AMW_ACK};
+        struct am_wire ack = {.kind = AMW_ACK, .rseq = w->rseq};
         am_send_ctl(peer, &ack, NULL, 0);
     }
 }
@@ -208,24 +208,27 @@ static void on_reply(struct am_peer *p, const struct am_wire *w, void *buf)
         return;
     }
     p->credits++;
+    am_out_done(p, w->rseq);
     am_dispatch(p->ep, p, w, buf, &p->name);
 }
 
 static void on_ack(struct am_peer *p, const struct am_wire *w, void *buf)
 {
-    (void)w;
     (void)buf;
     p->credits++;
+    am_out_done(p, w->rseq);
 }
 
 static void on_return(struct am_peer *p, const struct am_wire *w, void *buf)
 {
     (void)buf;
-    if (w->rkind == AMW_REQUEST)
+    if (w->rkind == AMW_REQUEST) {
         p->credits++;
+        am_out_done(p, w->rseq);
+    }
     run_returned(p->ep, p, w, &p->name);
     if (w->rkind == AMW_REPLY) {
-        struct am_wire ack = {.kind = AMW_RET_ACK};
+        struct am_wire ack = {.kind = AMW_RET_ACK, .rseq = w->rseq};
         am_send_ctl(p, &ack, NULL, 0);
     }
 }
@@ -302,7 +305,7 @@ int am_poll_bundle(struct am2_bundle *eb, int budget)
     int n = 0;
     /* Accepting asks vipd (a system call): every few milliseconds, and the
      * clock is read only every 64th poll (it costs as much as a poll). */
-    static uint64_t last_accept;
+    static uint64_t last_accept, last_alive;
     static unsigned turn;
     if ((turn++ & 63) == 0) {
         uint64_t now = am_now_ms();
@@ -310,6 +313,15 @@ int am_poll_bundle(struct am2_bundle *eb, int budget)
             last_accept = now;
             for (struct am2_ep *ep = eb->eps; ep; ep = ep->next)
                 am_accept_pending(ep);
+        }
+        /* A same-host peer that died rings no bell (a VI's receives
+         * complete in error): look for it while it owes us answers. */
+        if (now - last_alive >= 20) {
+            last_alive = now;
+            for (struct am2_ep *ep = eb->eps; ep; ep = ep->next)
+                for (struct am_peer *p = ep->peers; p; p = p->next)
+                    if (p->shmq && p->state != PEER_BROKEN && am_peer_waiting(p))
+                        am_shm_peer_alive(p);
         }
     }
     while (eb->nstash > 0 && n < budget) {

@@ -99,12 +99,8 @@ void am_send_reclaim(struct am2_ep *ep)
             p->sends_out--;
             if ((d->CS.Status & VIP_STATUS_ERROR_MASK) &&
                 (d->CS.Control & VIP_CONTROL_OP_MASK) == VIP_CONTROL_OP_SENDRECV) {
-                const struct am_wire *w = (const struct am_wire *)am_send_buf(d);
+                /* a request among them is still recorded: it comes back */
                 am_peer_broken(p, "a send failed");
-                if (w->kind == AMW_REQUEST) {
-                    am_ret_push(ep, w, &p->name, EBADENDPOINT);
-                    p->credits++;
-                }
             } else if (d->CS.Status & VIP_STATUS_ERROR_MASK) {
                 am_peer_broken(p, "an RDMA write failed");
             }
@@ -379,6 +375,7 @@ static int request(struct am2_ep *ep, int dest, int cat, handler_t h, void *src,
         return AM_OK;
     }
     count_sent(ep, &w);
+    am_out_add(p, &w);
     if (cat == AM2_LONG && shm) {
         r = shm_long(p, &w, src);
     } else if (cat == AM2_LONG) {
@@ -387,12 +384,12 @@ static int request(struct am2_ep *ep, int dest, int cat, handler_t h, void *src,
     } else {
         r = am_send_ctl(p, &w, src, nbytes);
     }
-    if (r != AM_OK)
-        p->credits++;
     if (r != AM_OK && p->state == PEER_BROKEN) {
-        am_ret_push(ep, &w, &name, EBADENDPOINT);
+        am_peer_broken(p, "a send failed"); /* returns it, if still recorded */
         return AM_OK;
     }
+    if (r != AM_OK && am_out_done(p, w.rseq))
+        p->credits++;
     return r;
 }
 
@@ -445,6 +442,7 @@ static int reply(void *token, int cat, handler_t h, void *src, size_t nbytes, ui
     struct am2_ep *ep = t->ep;
     if (t->src_idx >= 0 && t->src_idx < ep->nxl && ep->xl[t->src_idx].inuse)
         w.tag = ep->xl[t->src_idx].tag;
+    w.rseq = t->w->rseq;
     t->replied = true;
     count_sent(ep, &w);
     if (!t->peer)
@@ -458,7 +456,7 @@ static int reply(void *token, int cat, handler_t h, void *src, size_t nbytes, ui
     if (st) {
         /* The requester still gets its credit back. */
         am_ret_push(ep, &w, &p->name, st);
-        struct am_wire ack = {.kind = AMW_ACK};
+        struct am_wire ack = {.kind = AMW_ACK, .rseq = w.rseq};
         return am_send_ctl(p, &ack, NULL, 0);
     }
     w.seg_gen = p->seg_gen;
