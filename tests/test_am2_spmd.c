@@ -3,7 +3,8 @@
  * tests/am2_spmd_worker to its end (exit 0); a rank that leaves with 3
  * ends the job with 3 while the others wait; a job that outlives amrun's
  * -t is killed (124); amrun's directory is gone afterwards in each case.
- * And a job started as srun starts one (Slurm's variables, no amrun).
+ * And a job started as srun starts one (Slurm's variables, no amrun), and
+ * amrun --hosts starts one through a fake ssh.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -32,8 +33,10 @@ static int count_amrun_dirs(const char *tmp)
     return n;
 }
 
-/* Run amrun with args under a private TMPDIR; its exit status, or -1. */
-static int amrun(const char *np, const char *mode, const char *timeout, unsigned wait_ms)
+/* Run amrun with args under a private TMPDIR (with --hosts hostfile if
+ * not NULL); its exit status, or -1. */
+static int amrun_on(const char *np, const char *mode, const char *timeout, unsigned wait_ms,
+                    const char *hostfile)
 {
     char amrun_path[PATH_MAX + 32], worker[PATH_MAX + 32], tmp[] = "/tmp/am2spmd.XXXXXX";
     snprintf(amrun_path, sizeof amrun_path, "%s/../bin/amrun", bindir);
@@ -44,7 +47,11 @@ static int amrun(const char *np, const char *mode, const char *timeout, unsigned
     if (pid == 0) {
         setenv("TMPDIR", tmp, 1);
         setenv("AM2_NIC", tl_dev("via0"), 1);
-        execl(amrun_path, "amrun", "-np", np, "-t", timeout, worker, mode, (char *)NULL);
+        if (hostfile)
+            execl(amrun_path, "amrun", "-np", np, "-t", timeout, "--hosts", hostfile, worker,
+                  mode, (char *)NULL);
+        else
+            execl(amrun_path, "amrun", "-np", np, "-t", timeout, worker, mode, (char *)NULL);
         _exit(127);
     }
     int st = -1, rc = -1;
@@ -66,6 +73,69 @@ static int amrun(const char *np, const char *mode, const char *timeout, unsigned
     int left = count_amrun_dirs(tmp);
     rmdir(tmp);
     return left == 0 ? rc : -2;
+}
+
+static int amrun(const char *np, const char *mode, const char *timeout, unsigned wait_ms)
+{
+    return amrun_on(np, mode, timeout, wait_ms, NULL);
+}
+
+static int write_file(const char *path, const char *text, mode_t mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+    if (fd < 0)
+        return -1;
+    ssize_t n = write(fd, text, strlen(text));
+    close(fd);
+    return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/* amrun --hosts through a fake ssh that logs the host it was asked for
+ * and runs the command here in an emptied environment (as a remote shell
+ * would start): the ranks get their variables from the command line only,
+ * meet through amrun's TCP rendezvous (the worker checks there is no
+ * directory), and the job's status comes back through "ssh". */
+static void test_spmd_hosts(void)
+{
+    char dir[] = "/tmp/am2ssh.XXXXXX", ssh[64], log[64], hf[64], text[512];
+    TCHK(mkdtemp(dir) != NULL);
+    snprintf(ssh, sizeof ssh, "%s/ssh", dir);
+    snprintf(log, sizeof log, "%s/log", dir);
+    snprintf(hf, sizeof hf, "%s/hosts", dir);
+    snprintf(text, sizeof text,
+             "#!/bin/sh\n# fake ssh: HOST COMMAND\necho \"$1\" >> %s\nshift\n"
+             "case \"$*\" in *\"'AM2_TEST_RDV=1'\"*) ;; *) exit 97 ;; esac\n"
+             "exec env -i PATH=\"$PATH\" sh -c \"$*\"\n",
+             log);
+    TCHK(write_file(ssh, text, 0700) == 0);
+    TCHK(write_file(hf, "# two slots on alpha, one on beta\nalpha slots=2\nbeta\n", 0600) == 0);
+    setenv("AMRUN_SSH", ssh, 1);
+    setenv("AMRUN_RDV_HOST", "127.0.0.1", 1);
+    setenv("AM2_TEST_RDV", "1", 1);
+    setenv("AM2_TEST_NRANKS", "3", 1);
+    int ok = amrun_on("3", "ok", "20", 25000, hf);
+    int fail = amrun_on("3", "fail", "20", 25000, hf);
+    unsetenv("AMRUN_SSH");
+    unsetenv("AMRUN_RDV_HOST");
+    unsetenv("AM2_TEST_RDV");
+    unsetenv("AM2_TEST_NRANKS");
+    CU_ASSERT_EQUAL(ok, 0);
+    CU_ASSERT_EQUAL(fail, 3);
+    int alpha = 0, beta = 0;
+    FILE *f = fopen(log, "r");
+    char line[64];
+    while (f && fgets(line, sizeof line, f)) {
+        alpha += !strcmp(line, "alpha\n");
+        beta += !strcmp(line, "beta\n");
+    }
+    if (f)
+        fclose(f);
+    CU_ASSERT(alpha == 4 && beta == 2); /* ranks 0, 1 on alpha, 2 on beta; twice */
+out:
+    unlink(ssh);
+    unlink(log);
+    unlink(hf);
+    rmdir(dir);
 }
 
 static void test_spmd_ok(void)
@@ -135,6 +205,7 @@ int main(int argc, char **argv)
     snprintf(bindir, sizeof bindir, "%s", dirname(self));
     static const struct tl_test tests[] = {TL_TEST(test_spmd_ok), TL_TEST(test_spmd_fail),
                                            TL_TEST(test_spmd_timeout), TL_TEST(test_spmd_slurm),
+                                           TL_TEST(test_spmd_hosts),
                                            TL_END};
     return tl_main(argc, argv, "am2_spmd", tests);
 }

@@ -11,6 +11,7 @@
  *   am_local.c     messages between endpoints of one process
  *   am_shm.c       messages between processes of one host (shared memory)
  *   am_spmd.c      SPMD start-up and collectives (am2_spmd.h)
+ *   am_rdv.c       a rank's side of amrun's TCP rendezvous (am_rdv.h)
  *
  * Only the public VIPL API (vipl.h) is used, as any VIPL program would.
  */
@@ -277,6 +278,10 @@ int am_shm_poll(struct am2_ep *ep, int budget);
 bool am_shm_peer_alive(struct am_peer *p);
 bool am_shm_pending(struct am2_ep *ep);
 void am_handle_msg(struct am_peer *p, const struct am_wire *w, size_t len);
+
+/* am_rdv.c: every rank's name through amrun's TCP rendezvous (am_rdv.h) */
+int am_rdv_exchange(const char *rdv, int rank, int nranks, const en_t *me, en_t *all,
+                    uint64_t deadline_ms);
 
 /* am_local.c */
 int am_local_send(struct am2_ep *from, const en_t *to, const struct am_wire *w,

@@ -4,7 +4,8 @@
  *
  * Start-up: each rank writes its endpoint name to DIR/rank.R (written
  * under another name and renamed, so a reader never sees half of it) and
- * reads the others' until all are there. The barrier is a gather at rank 0
+ * reads the others' until all are there; ranks on several hosts (amrun
+ * --hosts) get all names from amrun's TCP rendezvous instead (am_rdv.c). The barrier is a gather at rank 0
  * and a release from it, with the phase in the message so that an early
  * arrival for the next barrier is not mistaken for this one. The
  * all-gather sends each block to every rank in medium messages between two
@@ -132,10 +133,15 @@ int am2_spmd_startup(int *argc, char ***argv, eb_t *eb, ep_t *ep)
     sp.nranks = l < 0 ? 1 : env_int(size_vars[l], 1);
     const char *jobv = l < 0 ? NULL : getenv(job_vars[l]);
     const char *dir = getenv("AM2_SPMD_DIR");
+    const char *rdv = l == 0 ? getenv("AM2_SPMD_RDV") : NULL; /* amrun --hosts */
+    if (rdv && *rdv)
+        dir = NULL;
+    else
+        rdv = NULL;
     /* Other launchers give no directory: one per job and user under /tmp
      * (the ranks share this host). */
     char own[256];
-    if (!dir && l > 0 && jobv) {
+    if (!dir && !rdv && l > 0 && jobv) {
         const char *step = getenv("SLURM_STEP_ID");
         snprintf(own, sizeof own, "/tmp/am2-job-%u-%.40s-%.20s", (unsigned)getuid(), jobv,
                  step ? step : "0");
@@ -144,7 +150,7 @@ int am2_spmd_startup(int *argc, char ***argv, eb_t *eb, ep_t *ep)
         dir = own;
         snprintf(sp.own_dir, sizeof sp.own_dir, "%s", own);
     }
-    if (sp.nranks < 1 || sp.rank < 0 || sp.rank >= sp.nranks || (sp.nranks > 1 && !dir))
+    if (sp.nranks < 1 || sp.rank < 0 || sp.rank >= sp.nranks || (sp.nranks > 1 && !dir && !rdv))
         return am_fail(AM_ERR_BAD_ARG, "rank %d of %d (AM2_SPMD_*; start the job with amrun)",
                        sp.rank, sp.nranks);
     tag_t tag = 1;
@@ -163,22 +169,35 @@ int am2_spmd_startup(int *argc, char ***argv, eb_t *eb, ep_t *ep)
         (r = AM_SetHandler(sp.ep, H_GATHER, h_gather)))
         goto bad;
     uint64_t deadline = am_now_ms() + (uint64_t)env_int("AM2_SPMD_TIMEOUT_MS", 30000);
-    if (sp.nranks > 1 && (r = publish(dir, &me)))
-        goto bad;
-    for (int i = 0; i < sp.nranks; i++) {
-        en_t name = me;
-        if (i != sp.rank && (r = lookup(dir, i, &name, deadline)))
+    en_t *all = NULL;
+    if (rdv && sp.nranks > 1) {
+        if (!(all = calloc((size_t)sp.nranks, sizeof *all))) {
+            r = am_fail(AM_ERR_RESOURCE, "out of memory");
             goto bad;
-        if ((r = AM_Map(sp.ep, i, name, tag)))
-            goto bad;
+        }
+        r = am_rdv_exchange(rdv, sp.rank, sp.nranks, &me, all, deadline);
+    } else if (sp.nranks > 1) {
+        r = publish(dir, &me);
     }
+    for (int i = 0; i < sp.nranks && r == AM_OK; i++) {
+        en_t name = me;
+        if (all)
+            name = all[i];
+        else if (i != sp.rank)
+            r = lookup(dir, i, &name, deadline);
+        if (r == AM_OK)
+            r = AM_Map(sp.ep, i, name, tag);
+    }
+    free(all);
+    if (r != AM_OK)
+        goto bad;
     sp.up = true;
     sp.released = -1;
     *eb = sp.eb;
     *ep = sp.ep;
     r = am2_spmd_barrier();
     /* Every name is read: the files can go (and a directory we made). */
-    if (r == AM_OK && sp.nranks > 1) {
+    if (r == AM_OK && sp.nranks > 1 && dir) {
         char path[4096];
         snprintf(path, sizeof path, "%s/rank.%d", dir, sp.rank);
         unlink(path);
