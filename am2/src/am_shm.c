@@ -222,6 +222,7 @@ int am_shm_send(struct am_peer *p, const struct am_wire *w, const void *payload,
     struct am_pend *x = malloc(sizeof *x + n);
     if (!x)
         return am_fail(AM_ERR_RESOURCE, "out of memory");
+    p->ep->st.retransmits++;
     x->next = NULL;
     x->len = n;
     memcpy(x->msg, msg, n);
