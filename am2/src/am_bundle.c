@@ -291,6 +291,8 @@ int AM_WaitSema(eb_t eb)
         if (rc == VIP_SUCCESS) {
             struct am_peer *p = am_peer_of_vi(eb, vi);
             VIP_DESCRIPTOR *d;
+            if (p && recvq && am_cq_stale(p))
+                continue; /* its receive was handled already: sleep on */
             if (p && recvq && VipRecvDone(vi, &d) == VIP_SUCCESS) {
                 if (eb->nstash == eb->capstash) {
                     int cap = eb->capstash ? 2 * eb->capstash : 64;

@@ -104,13 +104,30 @@ int am_peer_repost(struct am_peer *p, VIP_DESCRIPTOR *d)
                              : am_fail(AM_ERR_RESOURCE, "VipPostRecv failed with code %d", (int)rc);
 }
 
+/* The bundle's VIs changed (one made, or gone is being destroyed): the
+ * list AM_Poll looks at one by one, while there are at most AM_DIRECT. */
+void am_bundle_vis_changed(struct am2_bundle *eb, const struct am_peer *gone)
+{
+    int n = 0;
+    for (struct am2_ep *ep = eb->eps; ep; ep = ep->next)
+        for (struct am_peer *p = ep->peers; p; p = p->next)
+            if (p->vi && p != gone) {
+                if (n < AM_DIRECT)
+                    eb->direct[n] = p;
+                n++;
+            }
+    eb->ndirect = n <= AM_DIRECT ? n : 0;
+}
+
 /* A VI on the bundle's CQ with its receives posted. */
 static int peer_make_vi(struct am_peer *p)
 {
     if (p->vi)
         return AM_OK;
     struct am2_bundle *eb = p->ep->eb;
-    if (eb->cq_used + AM_NRECV > eb->cq_entries) {
+    /* Room for every receive, and for the entries of up to AM_CREDITS
+     * receives AM_Poll took directly and has not skipped yet. */
+    while (eb->cq_used + AM_NRECV + AM_CREDITS > eb->cq_entries) {
         unsigned long n = eb->cq_entries * 2;
         if (n > am_g.attr.MaxCQEntries ||
             VipResizeCQ(eb->cq, n) != VIP_SUCCESS)
@@ -150,6 +167,7 @@ static int peer_make_vi(struct am_peer *p)
         if (am_peer_repost(p, &p->rdesc[i]) != AM_OK)
             return AM_ERR_RESOURCE;
     eb->cq_used += AM_NRECV;
+    am_bundle_vis_changed(eb, NULL);
     return AM_OK;
 }
 
@@ -290,6 +308,9 @@ void am_peer_destroy(struct am_peer *p)
 {
     am_shm_detach(p);
     if (p->vi) {
+        struct am2_bundle *eb = p->ep->eb;
+        am_bundle_vis_changed(eb, p);
+        eb->cq_owed -= p->cq_owed; /* its CQ entries go with the VI */
         VipDisconnect(p->vi);
         VIP_DESCRIPTOR *d;
         while (VipRecvDone(p->vi, &d) == VIP_SUCCESS)

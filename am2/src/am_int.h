@@ -34,6 +34,7 @@
 #define AM_CREDITS 16
 #define AM_NRECV (2 * AM_CREDITS + 2)
 #define AM_NSEND 64 /* send descriptors per endpoint (grown on demand) */
+#define AM_DIRECT 4 /* up to this many VIs a bundle polls one by one, not by its CQ */
 
 /* ---- the wire --------------------------------------------------------------------- */
 
@@ -107,6 +108,7 @@ struct am_peer {
     struct am_pend *pend, *pend_tail; /* messages waiting for room in it */
     struct am_out out[AM_CREDITS]; /* requests it has not answered */
     uint32_t next_seq;
+    int cq_owed;             /* receives taken off its VI directly whose CQ entries are still to come */
 };
 
 /* ---- endpoints and bundles -------------------------------------------------------------- */
@@ -182,6 +184,10 @@ struct am2_bundle {
     int nstash, capstash;
     int event;               /* a message arrived since the mask was armed */
     unsigned cq_idle;        /* polls in a row that found the CQ empty */
+    /* With few VIs, AM_Poll looks at their receive queues directly (am_poll.c) */
+    struct am_peer *direct[AM_DIRECT];
+    int ndirect;             /* all the bundle's VIs, or 0: too many, the CQ */
+    int cq_owed;             /* the sum of its peers' cq_owed */
 };
 
 /* ---- process-wide state (am_bundle.c) ---------------------------------------------------- */
@@ -243,6 +249,8 @@ int am_peer_repost(struct am_peer *p, VIP_DESCRIPTOR *d);
 struct am_peer *am_peer_of_vi(struct am2_bundle *eb, VIP_VI_HANDLE vi);
 void am_en_disc(const en_t *name, char out[17]);
 void am_peer_broken(struct am_peer *p, const char *why);
+void am_bundle_vis_changed(struct am2_bundle *eb, const struct am_peer *gone);
+bool am_cq_stale(struct am_peer *p); /* a CQ entry of a receive taken already: skip it */
 void am_out_add(struct am_peer *p, struct am_wire *w);   /* numbers w (rseq) */
 bool am_out_done(struct am_peer *p, uint32_t seq);       /* its answer came */
 bool am_peer_waiting(const struct am_peer *p);           /* requests unanswered */
