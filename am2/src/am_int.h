@@ -169,6 +169,7 @@ struct am2_ep {
     int expected_eps, expected_reqs;
     unsigned polls;          /* AM_Poll turns (reclaiming sends now and then) */
     struct am_shmq *shmq;    /* its own shared-memory receive queue (AM2_SHM=1) */
+    bool has_pend;           /* a peer may have messages waiting (am_pend) */
     struct am_listener *listener; /* waits for peers' connection requests (am_listen.c) */
 };
 

@@ -347,9 +347,15 @@ int am_poll_bundle(struct am2_bundle *eb, int budget)
      * adaptive polling: the slower path must not tax the faster). */
     int from_shm = 0;
     for (struct am2_ep *ep = eb->eps; ep; ep = ep->next) {
-        for (struct am_peer *p = ep->peers; p; p = p->next)
-            if (p->pend)
-                am_shm_flush(p);
+        if (ep->has_pend) { /* retry what a full queue made wait */
+            bool left = false;
+            for (struct am_peer *p = ep->peers; p; p = p->next)
+                if (p->pend) {
+                    am_shm_flush(p);
+                    left |= p->pend != NULL;
+                }
+            ep->has_pend = left;
+        }
         if (ep->shmq)
             from_shm += am_shm_poll(ep, budget - n - from_shm);
     }
@@ -400,7 +406,8 @@ int am_poll_bundle(struct am2_bundle *eb, int budget)
          * back): when they run low, and now and then. */
         if (ep->nsend_free < ep->nsend / 2 || (++ep->polls & 63) == 0)
             am_send_reclaim(ep);
-        n += am_local_poll(ep);
+        if (ep->localq)
+            n += am_local_poll(ep);
         if (ep->rets) {
             am_run_returns(ep);
             n++;

@@ -223,6 +223,7 @@ int am_shm_send(struct am_peer *p, const struct am_wire *w, const void *payload,
     if (!x)
         return am_fail(AM_ERR_RESOURCE, "out of memory");
     p->ep->st.retransmits++;
+    p->ep->has_pend = true;
     x->next = NULL;
     x->len = n;
     memcpy(x->msg, msg, n);
