@@ -278,6 +278,16 @@ int AM_WaitSema(eb_t eb)
     while (!eb->event && !bundle_has_work(eb)) {
         VIP_VI_HANDLE vi;
         VIP_BOOLEAN recvq;
+        /* One endpoint and no VI: everything comes through its
+         * shared-memory queue, whose senders ring it, or is a connection
+         * request, which the listener rings it for. Sleep there. */
+        if (!eb->nvis && eb->eps && !eb->eps->next && eb->eps->shmq) {
+            am_api_sleep_begin(am_locked_);
+            am_shm_sleep(eb->eps, 1000); /* a bound only: all that comes rings */
+            am_api_sleep_end(am_locked_);
+            am_accept_pending(eb->eps);
+            continue;
+        }
         /* Shared-memory messages ring no bell: with a queue, look again
          * after 1 ms, backing off to 8 ms while nothing comes. */
         bool shm = false;

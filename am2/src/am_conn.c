@@ -117,6 +117,7 @@ void am_bundle_vis_changed(struct am2_bundle *eb, const struct am_peer *gone)
                 n++;
             }
     eb->ndirect = n <= AM_DIRECT ? n : 0;
+    eb->nvis = n;
 }
 
 /* A VI on the bundle's CQ with its receives posted. */

@@ -188,6 +188,7 @@ struct am2_bundle {
     /* With few VIs, AM_Poll looks at their receive queues directly (am_poll.c) */
     struct am_peer *direct[AM_DIRECT];
     int ndirect;             /* all the bundle's VIs, or 0: too many, the CQ */
+    int nvis;                /* VIs on the bundle */
     int cq_owed;             /* the sum of its peers' cq_owed */
 };
 
@@ -286,6 +287,8 @@ int am_shm_send(struct am_peer *p, const struct am_wire *w, const void *payload,
 int am_shm_poll(struct am2_ep *ep, int budget);
 bool am_shm_peer_alive(struct am_peer *p);
 bool am_shm_pending(struct am2_ep *ep);
+void am_shm_sleep(struct am2_ep *ep, unsigned ms);
+void am_shm_ring(struct am2_ep *ep);
 void am_handle_msg(struct am_peer *p, const struct am_wire *w, size_t len);
 
 /* am_rdv.c: every rank's name through amrun's TCP rendezvous (am_rdv.h) */
