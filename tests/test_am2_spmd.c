@@ -113,12 +113,16 @@ static void test_spmd_hosts(void)
     setenv("AMRUN_RDV_HOST", "127.0.0.1", 1);
     setenv("AM2_TEST_RDV", "1", 1);
     setenv("AM2_TEST_NRANKS", "3", 1);
+    setenv("AM2_TEST_MASTER", "1", 1); /* AMTEST_MASTER is not passed: from amrun */
+    setenv("AMTEST_MASTER", "m a 'ster'", 1);
     int ok = amrun_on("3", "ok", "20", 25000, hf);
     int fail = amrun_on("3", "fail", "20", 25000, hf);
     unsetenv("AMRUN_SSH");
     unsetenv("AMRUN_RDV_HOST");
     unsetenv("AM2_TEST_RDV");
     unsetenv("AM2_TEST_NRANKS");
+    unsetenv("AM2_TEST_MASTER");
+    unsetenv("AMTEST_MASTER");
     CU_ASSERT_EQUAL(ok, 0);
     CU_ASSERT_EQUAL(fail, 3);
     int alpha = 0, beta = 0;
@@ -140,9 +144,13 @@ out:
 
 static void test_spmd_ok(void)
 {
+    setenv("AM2_TEST_MASTER", "1", 1); /* the worker reads amrun's environment */
+    setenv("AMTEST_MASTER", "m a 'ster'", 1);
     CU_ASSERT_EQUAL(amrun("1", "ok", "20", 25000), 0);
     CU_ASSERT_EQUAL(amrun("2", "ok", "20", 25000), 0);
     CU_ASSERT_EQUAL(amrun("4", "ok", "20", 25000), 0);
+    unsetenv("AM2_TEST_MASTER");
+    unsetenv("AMTEST_MASTER");
 }
 
 static void test_spmd_fail(void)

@@ -293,7 +293,7 @@ void am_handle_msg(struct am_peer *p, const struct am_wire *w, size_t len);
 
 /* am_rdv.c: every rank's name through amrun's TCP rendezvous (am_rdv.h) */
 int am_rdv_exchange(const char *rdv, int rank, int nranks, const en_t *me, en_t *all,
-                    uint64_t deadline_ms);
+                    char **env, size_t *envlen, uint64_t deadline_ms);
 
 /* am_local.c */
 int am_local_send(struct am2_ep *from, const en_t *to, const struct am_wire *w,

@@ -82,7 +82,7 @@ static int io_all(int fd, void *buf, size_t n, bool out, uint64_t deadline)
 }
 
 int am_rdv_exchange(const char *rdv, int rank, int nranks, const en_t *me, en_t *all,
-                    uint64_t deadline)
+                    char **env, size_t *envlen, uint64_t deadline)
 {
     char host[256], port[8];
     uint64_t cookie;
@@ -96,9 +96,21 @@ int am_rdv_exchange(const char *rdv, int rank, int nranks, const en_t *me, en_t 
                              .nranks = (uint32_t)nranks,
                              .len = sizeof *me,
                              .cookie = cookie};
-    int r = io_all(fd, &h, sizeof h, true, deadline) || io_all(fd, (void *)me, sizeof *me, true, deadline) ||
-            io_all(fd, all, sizeof *all * (size_t)nranks, false, deadline);
+    uint32_t n = 0;
+    *env = NULL;
+    int r = io_all(fd, &h, sizeof h, true, deadline) ||
+            io_all(fd, (void *)me, sizeof *me, true, deadline) ||
+            io_all(fd, all, sizeof *all * (size_t)nranks, false, deadline) ||
+            io_all(fd, &n, sizeof n, false, deadline) || n > AM_RDV_MAX_ENV ||
+            !(*env = malloc((size_t)n + 1)) || io_all(fd, *env, n, false, deadline);
     close(fd);
+    if (!r) {
+        (*env)[n] = 0;
+        *envlen = n;
+    } else {
+        free(*env);
+        *env = NULL;
+    }
     if (r)
         return am_fail(AM_ERR_RESOURCE, "the rendezvous at %s:%s did not answer with %d names",
                        host, port, nranks);

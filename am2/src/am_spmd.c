@@ -22,6 +22,13 @@
 
 #include "am2_spmd.h"
 #include "am_int.h"
+#include "am_rdv.h"
+
+/* The launcher's environment (am2_spmd_getenv_master): NUL-terminated
+ * VAR=value strings, from amrun's rendezvous or its job directory. Kept
+ * past am2_spmd_exit's reset, for the rest of the process. */
+static char *master_env;
+static size_t master_env_len;
 
 enum { H_ARRIVE = AM2_SPMD_FIRST_HANDLER, H_RELEASE, H_GATHER };
 
@@ -58,6 +65,41 @@ static int launcher(void)
 }
 
 int am2_spmd_is_worker(void) { return launcher() >= 0; }
+
+const char *am2_spmd_getenv_master(const char *name)
+{
+    if (!name || !*name || strchr(name, '='))
+        return NULL;
+    if (!master_env)
+        return getenv(name); /* not started by amrun: ours is the launcher's */
+    size_t l = strlen(name);
+    for (size_t off = 0; off < master_env_len;) {
+        const char *e = master_env + off;
+        if (!strncmp(e, name, l) && e[l] == '=')
+            return e + l + 1;
+        off += strlen(e) + 1;
+    }
+    return NULL;
+}
+
+/* amrun's environment as it wrote it in the job directory. */
+static void read_master_env(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/" AM_SPMD_ENV_FILE, dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    char *buf = malloc(AM_RDV_MAX_ENV + 1);
+    size_t n = buf ? fread(buf, 1, AM_RDV_MAX_ENV, f) : 0;
+    fclose(f);
+    if (!buf)
+        return;
+    buf[n] = 0;
+    free(master_env);
+    master_env = buf;
+    master_env_len = n;
+}
 
 static void h_arrive(void *token, int32_t phase)
 {
@@ -175,10 +217,19 @@ int am2_spmd_startup(int *argc, char ***argv, eb_t *eb, ep_t *ep)
             r = am_fail(AM_ERR_RESOURCE, "out of memory");
             goto bad;
         }
-        r = am_rdv_exchange(rdv, sp.rank, sp.nranks, &me, all, deadline);
+        char *env = NULL;
+        size_t envlen = 0;
+        r = am_rdv_exchange(rdv, sp.rank, sp.nranks, &me, all, &env, &envlen, deadline);
+        if (r == AM_OK) {
+            free(master_env);
+            master_env = env;
+            master_env_len = envlen;
+        }
     } else if (sp.nranks > 1) {
         r = publish(dir, &me);
     }
+    if (dir && l == 0)
+        read_master_env(dir); /* amrun's job directory */
     for (int i = 0; i < sp.nranks && r == AM_OK; i++) {
         en_t name = me;
         if (all)

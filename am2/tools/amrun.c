@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../src/am_rdv.h"
 #include "amrun_rdv.h"
 
 #define MAX_RANKS 1024
@@ -252,6 +253,17 @@ int main(int argc, char **argv)
     snprintf(dir, sizeof dir, "%s/amrun.XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(dir)) {
         fprintf(stderr, "amrun: mkdtemp %s: %s\n", dir, strerror(errno));
+        return 2;
+    }
+    /* Our environment for am2_spmd_getenv_master of local ranks. */
+    static char env[AM_RDV_MAX_ENV];
+    size_t envlen = amrun_env_block(env, sizeof env);
+    char envpath[4096 + 16];
+    snprintf(envpath, sizeof envpath, "%s/" AM_SPMD_ENV_FILE, dir);
+    FILE *ef = fopen(envpath, "w");
+    if (!ef || fwrite(env, 1, envlen, ef) != envlen || fclose(ef)) {
+        fprintf(stderr, "amrun: cannot write %s\n", envpath);
+        rm_dir(dir);
         return 2;
     }
     struct sigaction sa = {.sa_handler = on_signal};

@@ -136,24 +136,50 @@ static void readable(struct conn *c)
         hello(c);
 }
 
-/* All are in: every rank gets the table (a rank that cannot take it in
- * 5 s is left to fail its start-up). */
+/* amrun's environment as the ranks get it: NUL-terminated VAR=value
+ * strings, at most AM_RDV_MAX_ENV bytes (what does not fit is left out). */
+size_t amrun_env_block(char *out, size_t cap)
+{
+    extern char **environ;
+    size_t n = 0;
+    for (char **e = environ; *e; e++) {
+        size_t l = strlen(*e) + 1;
+        if (n + l > cap)
+            break;
+        memcpy(out + n, *e, l);
+        n += l;
+    }
+    return n;
+}
+
+static int send_all(int fd, const void *buf, size_t n)
+{
+    const uint8_t *p = buf;
+    while (n) {
+        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+        if (k <= 0)
+            return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* All are in: every rank gets the table and the environment (a rank that
+ * cannot take them in 5 s is left to fail its start-up). */
 static void answer(void)
 {
     size_t n = (size_t)R.nranks * R.len;
+    static char env[AM_RDV_MAX_ENV];
+    uint32_t envlen = (uint32_t)amrun_env_block(env, sizeof env);
     for (int i = 0; i < R.nranks; i++) {
         int fd = R.rank_fd[i];
         int fl = fcntl(fd, F_GETFL);
         fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
         struct timeval tv = {5, 0};
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-        size_t off = 0;
-        while (off < n) {
-            ssize_t k = send(fd, R.names + off, n - off, MSG_NOSIGNAL);
-            if (k <= 0)
-                break;
-            off += (size_t)k;
-        }
+        if (!send_all(fd, R.names, n) && !send_all(fd, &envlen, sizeof envlen))
+            send_all(fd, env, envlen);
         close(fd);
         R.rank_fd[i] = -1;
     }

@@ -13,5 +13,7 @@ int amrun_rdv_open(int nranks, char *addr, size_t cap);
 /* Wait up to timeout_ms for rendezvous traffic and serve it. */
 void amrun_rdv_step(int timeout_ms);
 void amrun_rdv_close(void);
+/* amrun's environment as the ranks get it (am_rdv.h); its length. */
+size_t amrun_env_block(char *out, size_t cap);
 
 #endif
