@@ -4,7 +4,8 @@
  * ends the job with 3 while the others wait; a job that outlives amrun's
  * -t is killed (124); amrun's directory is gone afterwards in each case.
  * And a job started as srun starts one (Slurm's variables, no amrun), and
- * amrun --hosts starts one through a fake ssh.
+ * amrun --hosts starts one through a fake ssh, also when bad hellos reach
+ * its rendezvous first.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -13,9 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../am2/src/am_rdv.h"
 #include "lib/tlib.h"
 
 static char bindir[PATH_MAX]; /* where the tests are */
@@ -203,8 +208,76 @@ static void test_spmd_slurm(void)
     rmdir(dir);
 }
 
+/* ---- a hostile "ssh": bad hellos at amrun's rendezvous first ----------------------- */
+
+static void rdv_send(uint16_t port, const void *buf, size_t n)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && n)
+        (void)!write(fd, buf, n);
+    if (fd >= 0)
+        close(fd);
+}
+
+/* `test_am2_spmd --hostile-ssh HOST COMMAND`: send amrun's rendezvous
+ * (named in COMMAND) garbage, a wrong cookie, a rank out of range, a
+ * name of the wrong length and half a hello, then run COMMAND as the fake
+ * ssh does. amrun must refuse them all and run the job as if they had not
+ * come. */
+static int hostile_ssh(const char *cmd)
+{
+    const char *r = strstr(cmd, "AM2_SPMD_RDV=");
+    unsigned port = 0;
+    unsigned long long cookie = 0;
+    char host[64];
+    if (!r || sscanf(r + 13, "%63[^:]:%u:%llx", host, &port, &cookie) != 3)
+        return 96;
+    uint8_t buf[sizeof(struct am_rdv_hello) + 16] = {0};
+    struct am_rdv_hello h = {.magic = AM_RDV_MAGIC, .rank = 0, .nranks = 3, .len = 16,
+                             .cookie = cookie};
+    memset(buf, 0xA5, sizeof buf);
+    rdv_send((uint16_t)port, buf, sizeof buf); /* garbage */
+    struct am_rdv_hello bad[] = {h, h, h, h};
+    bad[0].cookie ^= 1;
+    bad[1].rank = 3;
+    bad[2].len = 1000;
+    bad[3].nranks = 2;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memcpy(buf, &bad[i], sizeof bad[i]);
+        rdv_send((uint16_t)port, buf, sizeof buf);
+    }
+    rdv_send((uint16_t)port, &h, sizeof h / 2); /* half a hello */
+    rdv_send((uint16_t)port, NULL, 0);          /* nothing at all */
+    execl("/usr/bin/env", "env", "-i", "PATH=/usr/bin:/bin", "sh", "-c", cmd, (char *)NULL);
+    return 127;
+}
+
+static void test_spmd_hosts_hostile(void)
+{
+    char dir[] = "/tmp/am2ssh.XXXXXX", hf[64], ssh[PATH_MAX + 32];
+    TCHK(mkdtemp(dir) != NULL);
+    snprintf(hf, sizeof hf, "%s/hosts", dir);
+    snprintf(ssh, sizeof ssh, "%s/test_am2_spmd --hostile-ssh", bindir);
+    TCHK(write_file(hf, "gamma\n", 0600) == 0);
+    setenv("AMRUN_SSH", ssh, 1);
+    setenv("AMRUN_RDV_HOST", "127.0.0.1", 1);
+    setenv("AM2_TEST_NRANKS", "3", 1);
+    int ok = amrun_on("3", "ok", "20", 25000, hf);
+    unsetenv("AMRUN_SSH");
+    unsetenv("AMRUN_RDV_HOST");
+    unsetenv("AM2_TEST_NRANKS");
+    CU_ASSERT_EQUAL(ok, 0);
+out:
+    unlink(hf);
+    rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 4 && !strcmp(argv[1], "--hostile-ssh"))
+        return hostile_ssh(argv[3]);
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0)
@@ -214,6 +287,7 @@ int main(int argc, char **argv)
     static const struct tl_test tests[] = {TL_TEST(test_spmd_ok), TL_TEST(test_spmd_fail),
                                            TL_TEST(test_spmd_timeout), TL_TEST(test_spmd_slurm),
                                            TL_TEST(test_spmd_hosts),
+                                           TL_TEST(test_spmd_hosts_hostile),
                                            TL_END};
     return tl_main(argc, argv, "am2_spmd", tests);
 }
