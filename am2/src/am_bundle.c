@@ -118,6 +118,7 @@ int AM_Init(void)
     VipErrorCallback(am_g.nic, NULL, vi_error);
     am_g.connect_ms = env_ms("AM2_CONNECT_MS", 10000);
     am_g.shm = !getenv("AM2_SHM") || strcmp(getenv("AM2_SHM"), "0") != 0;
+    am_g.direct = !getenv("AM2_DIRECT") || strcmp(getenv("AM2_DIRECT"), "0") != 0;
     am_g.congestion_ms = env_ms("AM2_CONGESTION_MS", 30000);
     am_g.init = 1;
     return AM_OK;

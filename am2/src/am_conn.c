@@ -116,7 +116,7 @@ void am_bundle_vis_changed(struct am2_bundle *eb, const struct am_peer *gone)
                     eb->direct[n] = p;
                 n++;
             }
-    eb->ndirect = n <= AM_DIRECT ? n : 0;
+    eb->ndirect = n <= AM_DIRECT && am_g.direct ? n : 0;
     eb->nvis = n;
 }
 

@@ -189,6 +189,7 @@ struct am2_bundle {
     struct am_peer *direct[AM_DIRECT];
     int ndirect;             /* all the bundle's VIs, or 0: too many, the CQ */
     int nvis;                /* VIs on the bundle */
+    unsigned direct_turn;    /* polls that looked at the VIs one by one */
     int cq_owed;             /* the sum of its peers' cq_owed */
 };
 
@@ -205,6 +206,7 @@ struct am_global {
     unsigned congestion_ms;  /* AM2_CONGESTION_MS */
     struct am_token *cur;    /* the handler running now, if any */
     int shm;                 /* AM2_SHM: same-host peers through shared memory */
+    int direct;              /* AM2_DIRECT: poll few VIs one by one (am_poll.c) */
 };
 extern struct am_global am_g;
 
