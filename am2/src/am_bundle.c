@@ -281,8 +281,10 @@ int AM_WaitSema(eb_t eb)
         VIP_BOOLEAN recvq;
         /* One endpoint and no VI: everything comes through its
          * shared-memory queue, whose senders ring it, or is a connection
-         * request, which the listener rings it for. Sleep there. */
-        if (!eb->nvis && eb->eps && !eb->eps->next && eb->eps->shmq) {
+         * request, which the listener rings it for. Sleep there. Not in
+         * an AM_PAR bundle: another thread may poll the queue meanwhile
+         * (its head is the lock holder's) and take what we wait for. */
+        if (eb->type == AM_SEQ && !eb->nvis && eb->eps && !eb->eps->next && eb->eps->shmq) {
             am_api_sleep_begin(am_locked_);
             am_shm_sleep(eb->eps, 1000); /* a bound only: all that comes rings */
             am_api_sleep_end(am_locked_);

@@ -249,7 +249,7 @@ static int send_long(struct am_peer *p, const struct am_wire *w, const void *src
     /* Only the status word: the descriptor is not taken back before the
      * write is done, so it cannot be reused under us. */
     uint64_t end = am_now_ms() + am_g.congestion_ms;
-    while (!(((volatile VIP_CONTROL_SEGMENT *)&d->CS)->Status & VIP_STATUS_DONE)) {
+    while (!(__atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE)) {
         sched_yield();
         if (am_now_ms() > end)
             return am_fail(AM_ERR_RESOURCE, "an RDMA write did not complete in %u ms",
