@@ -195,6 +195,7 @@ int AM_FreeBundle(eb_t eb)
         }
     VipDestroyCQ(eb->cq);
     free(eb->stash);
+    free(eb->vimap);
     if (eb->type == AM_PAR && atomic_fetch_sub(&am_npar, 1) == 1 && am_locked_) {
         /* the last one: later calls take no lock; release ours now */
         pthread_mutex_unlock(&am_lock);

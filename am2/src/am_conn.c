@@ -82,8 +82,21 @@ struct am_peer *am_peer_get(struct am2_ep *ep, const en_t *name)
     return p;
 }
 
+static unsigned vi_hash(VIP_VI_HANDLE vi, unsigned mask)
+{
+    return (unsigned)(((uint64_t)(uintptr_t)vi * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+}
+
 struct am_peer *am_peer_of_vi(struct am2_bundle *eb, VIP_VI_HANDLE vi)
 {
+    if (eb->vimap) {
+        for (unsigned i = vi_hash(vi, eb->vimask);; i = (i + 1) & eb->vimask) {
+            if (eb->vimap[i].vi == vi)
+                return eb->vimap[i].p;
+            if (!eb->vimap[i].vi)
+                return NULL;
+        }
+    }
     for (struct am2_ep *ep = eb->eps; ep; ep = ep->next)
         for (struct am_peer *p = ep->peers; p; p = p->next)
             if (p->vi == vi)
@@ -118,6 +131,21 @@ void am_bundle_vis_changed(struct am2_bundle *eb, const struct am_peer *gone)
             }
     eb->ndirect = n <= AM_DIRECT && am_g.direct ? n : 0;
     eb->nvis = n;
+    /* the VI map, anew (out of memory: none, the peers are walked) */
+    unsigned cap = 8;
+    while (cap < 2u * (unsigned)n)
+        cap *= 2;
+    free(eb->vimap);
+    eb->vimap = calloc(cap, sizeof *eb->vimap);
+    eb->vimask = cap - 1;
+    for (struct am2_ep *ep = eb->eps; eb->vimap && ep; ep = ep->next)
+        for (struct am_peer *p = ep->peers; p; p = p->next)
+            if (p->vi && p != gone) {
+                unsigned i = vi_hash(p->vi, eb->vimask);
+                while (eb->vimap[i].vi)
+                    i = (i + 1) & eb->vimask;
+                eb->vimap[i] = (struct am_vislot){p->vi, p};
+            }
 }
 
 /* A VI on the bundle's CQ with its receives posted. */

@@ -190,6 +190,10 @@ struct am2_bundle {
     int ndirect;             /* all the bundle's VIs, or 0: too many, the CQ */
     int nvis;                /* VIs on the bundle */
     unsigned direct_turn;    /* polls that looked at the VIs one by one */
+    /* VI -> peer for completions (am_peer_of_vi): open addressing, at
+     * most half full, rebuilt when the VIs change; NULL: walk the peers */
+    struct am_vislot { VIP_VI_HANDLE vi; struct am_peer *p; } *vimap;
+    unsigned vimask;
     int cq_owed;             /* the sum of its peers' cq_owed */
 };
 
