@@ -270,6 +270,9 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    /* Our output may go to a pipe that closes (`amrun ... | head`): amrun
+     * must still end the job and remove its directory. */
+    signal(SIGPIPE, SIG_IGN);
     static pid_t pid[MAX_RANKS];
     char job[32], nr[16], rk[16];
     snprintf(job, sizeof job, "%ld%ld", (long)getpid(), (long)time(NULL) % 100000);
@@ -291,6 +294,7 @@ int main(int argc, char **argv)
             signal(SIGINT, SIG_DFL);
             signal(SIGTERM, SIG_DFL);
             signal(SIGHUP, SIG_DFL);
+            signal(SIGPIPE, SIG_DFL);
             if (hostfile) {
                 setenv("AM2_SPMD_RDV", rdv, 1);
                 exec_ssh(hosts[i % nhosts], argv + a, xv, nx);
