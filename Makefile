@@ -164,9 +164,9 @@ $(AM2A): $(call obj,$(AM2_SRCS))
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(AMRUN): $(B)/obj/am2/tools/amrun.o
+$(AMRUN): $(B)/obj/am2/tools/amrun.o $(B)/obj/am2/tools/amrun_rdv.o
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $<
+	$(CC) $(LDFLAGS) -o $@ $^
 
 $(TESTS_AM2): $(B)/tests/%: $(B)/obj/tests/%.o $(call obj,$(TEST_LIB)) $(AM2SO) $(AMRUN)
 	@mkdir -p $(dir $@)

@@ -67,6 +67,15 @@ int main(int argc, char **argv)
     CHECK(n >= 1 && me >= 0 && me < n && am2_spmd_is_worker());
     if (getenv("AM2_TEST_NRANKS")) /* the job the test meant to start */
         CHECK(n == atoi(getenv("AM2_TEST_NRANKS")));
+    if (getenv("AM2_TEST_RDV")) /* amrun --hosts: names came by TCP, not a directory */
+        CHECK(getenv("AM2_SPMD_RDV") && !getenv("AM2_SPMD_DIR"));
+    if (getenv("AM2_TEST_MASTER")) { /* amrun's own environment, not ours */
+        const char *v = am2_spmd_getenv_master("AMTEST_MASTER");
+        unsetenv("AMTEST_MASTER");
+        CHECK(v && !strcmp(v, "m a 'ster'") &&
+              !strcmp(am2_spmd_getenv_master("AMTEST_MASTER"), "m a 'ster'"));
+        CHECK(!am2_spmd_getenv_master("AMTEST_NOT_SET") && !am2_spmd_getenv_master("AM="));
+    }
     CHECK(AM_SetHandler(ep, 0, returned) == AM_OK);
     CHECK(AM_SetHandler(ep, 1, ring_req) == AM_OK);
     CHECK(AM_SetHandler(ep, 2, ring_rep) == AM_OK);

@@ -3,7 +3,9 @@
  * tests/am2_spmd_worker to its end (exit 0); a rank that leaves with 3
  * ends the job with 3 while the others wait; a job that outlives amrun's
  * -t is killed (124); amrun's directory is gone afterwards in each case.
- * And a job started as srun starts one (Slurm's variables, no amrun).
+ * And a job started as srun starts one (Slurm's variables, no amrun), and
+ * amrun --hosts starts one through a fake ssh, also when bad hellos reach
+ * its rendezvous first.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -12,9 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../am2/src/am_rdv.h"
 #include "lib/tlib.h"
 
 static char bindir[PATH_MAX]; /* where the tests are */
@@ -32,8 +38,10 @@ static int count_amrun_dirs(const char *tmp)
     return n;
 }
 
-/* Run amrun with args under a private TMPDIR; its exit status, or -1. */
-static int amrun(const char *np, const char *mode, const char *timeout, unsigned wait_ms)
+/* Run amrun with args under a private TMPDIR (with --hosts hostfile if
+ * not NULL); its exit status, or -1. */
+static int amrun_on(const char *np, const char *mode, const char *timeout, unsigned wait_ms,
+                    const char *hostfile)
 {
     char amrun_path[PATH_MAX + 32], worker[PATH_MAX + 32], tmp[] = "/tmp/am2spmd.XXXXXX";
     snprintf(amrun_path, sizeof amrun_path, "%s/../bin/amrun", bindir);
@@ -44,7 +52,11 @@ static int amrun(const char *np, const char *mode, const char *timeout, unsigned
     if (pid == 0) {
         setenv("TMPDIR", tmp, 1);
         setenv("AM2_NIC", tl_dev("via0"), 1);
-        execl(amrun_path, "amrun", "-np", np, "-t", timeout, worker, mode, (char *)NULL);
+        if (hostfile)
+            execl(amrun_path, "amrun", "-np", np, "-t", timeout, "--hosts", hostfile, worker,
+                  mode, (char *)NULL);
+        else
+            execl(amrun_path, "amrun", "-np", np, "-t", timeout, worker, mode, (char *)NULL);
         _exit(127);
     }
     int st = -1, rc = -1;
@@ -68,11 +80,85 @@ static int amrun(const char *np, const char *mode, const char *timeout, unsigned
     return left == 0 ? rc : -2;
 }
 
+static int amrun(const char *np, const char *mode, const char *timeout, unsigned wait_ms)
+{
+    return amrun_on(np, mode, timeout, wait_ms, NULL);
+}
+
+static int write_file(const char *path, const char *text, mode_t mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+    if (fd < 0)
+        return -1;
+    ssize_t n = write(fd, text, strlen(text));
+    close(fd);
+    return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/* amrun --hosts through a fake ssh that logs the host it was asked for
+ * and runs the command here in an emptied environment (as a remote shell
+ * would start): the ranks get their variables from the command line only,
+ * meet through amrun's TCP rendezvous (the worker checks there is no
+ * directory), and the job's status comes back through "ssh". */
+static void test_spmd_hosts(void)
+{
+    char dir[] = "/tmp/am2ssh.XXXXXX", ssh[64], log[64], hf[64], text[512];
+    TCHK(mkdtemp(dir) != NULL);
+    snprintf(ssh, sizeof ssh, "%s/ssh", dir);
+    snprintf(log, sizeof log, "%s/log", dir);
+    snprintf(hf, sizeof hf, "%s/hosts", dir);
+    snprintf(text, sizeof text,
+             "#!/bin/sh\n# fake ssh: HOST COMMAND\necho \"$1\" >> %s\nshift\n"
+             "case \"$*\" in *\"'AM2_TEST_RDV=1'\"*) ;; *) exit 97 ;; esac\n"
+             "exec env -i PATH=\"$PATH\" sh -c \"$*\"\n",
+             log);
+    TCHK(write_file(ssh, text, 0700) == 0);
+    TCHK(write_file(hf, "# two slots on alpha, one on beta\nalpha slots=2\nbeta\n", 0600) == 0);
+    setenv("AMRUN_SSH", ssh, 1);
+    setenv("AMRUN_RDV_HOST", "127.0.0.1", 1);
+    setenv("AM2_TEST_RDV", "1", 1);
+    setenv("AM2_TEST_NRANKS", "3", 1);
+    setenv("AM2_TEST_MASTER", "1", 1); /* AMTEST_MASTER is not passed: from amrun */
+    setenv("AMTEST_MASTER", "m a 'ster'", 1);
+    int ok = amrun_on("3", "ok", "20", 25000, hf);
+    int fail = amrun_on("3", "fail", "20", 25000, hf);
+    unsetenv("AMRUN_SSH");
+    unsetenv("AMRUN_RDV_HOST");
+    unsetenv("AM2_TEST_RDV");
+    unsetenv("AM2_TEST_NRANKS");
+    unsetenv("AM2_TEST_MASTER");
+    unsetenv("AMTEST_MASTER");
+    CU_ASSERT_EQUAL(ok, 0);
+    CU_ASSERT_EQUAL(fail, 3);
+    int alpha = 0, beta = 0;
+    FILE *f = fopen(log, "r");
+    char line[64];
+    while (f && fgets(line, sizeof line, f)) {
+        alpha += !strcmp(line, "alpha\n");
+        beta += !strcmp(line, "beta\n");
+    }
+    if (f)
+        fclose(f);
+    CU_ASSERT(alpha == 4 && beta == 2); /* ranks 0, 1 on alpha, 2 on beta; twice */
+out:
+    unlink(ssh);
+    unlink(log);
+    unlink(hf);
+    rmdir(dir);
+}
+
 static void test_spmd_ok(void)
 {
+    setenv("AM2_TEST_MASTER", "1", 1); /* the worker reads amrun's environment */
+    setenv("AMTEST_MASTER", "m a 'ster'", 1);
     CU_ASSERT_EQUAL(amrun("1", "ok", "20", 25000), 0);
     CU_ASSERT_EQUAL(amrun("2", "ok", "20", 25000), 0);
     CU_ASSERT_EQUAL(amrun("4", "ok", "20", 25000), 0);
+    /* 5 peers each: more VIs than a bundle polls one by one (AM2_SHM=0),
+     * so completions come through the CQ and its VI map */
+    CU_ASSERT_EQUAL(amrun("6", "ok", "30", 35000), 0);
+    unsetenv("AM2_TEST_MASTER");
+    unsetenv("AMTEST_MASTER");
 }
 
 static void test_spmd_fail(void)
@@ -125,8 +211,76 @@ static void test_spmd_slurm(void)
     rmdir(dir);
 }
 
+/* ---- a hostile "ssh": bad hellos at amrun's rendezvous first ----------------------- */
+
+static void rdv_send(uint16_t port, const void *buf, size_t n)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && n)
+        (void)!write(fd, buf, n);
+    if (fd >= 0)
+        close(fd);
+}
+
+/* `test_am2_spmd --hostile-ssh HOST COMMAND`: send amrun's rendezvous
+ * (named in COMMAND) garbage, a wrong cookie, a rank out of range, a
+ * name of the wrong length and half a hello, then run COMMAND as the fake
+ * ssh does. amrun must refuse them all and run the job as if they had not
+ * come. */
+static int hostile_ssh(const char *cmd)
+{
+    const char *r = strstr(cmd, "AM2_SPMD_RDV=");
+    unsigned port = 0;
+    unsigned long long cookie = 0;
+    char host[64];
+    if (!r || sscanf(r + 13, "%63[^:]:%u:%llx", host, &port, &cookie) != 3)
+        return 96;
+    uint8_t buf[sizeof(struct am_rdv_hello) + 16] = {0};
+    struct am_rdv_hello h = {.magic = AM_RDV_MAGIC, .rank = 0, .nranks = 3, .len = 16,
+                             .cookie = cookie};
+    memset(buf, 0xA5, sizeof buf);
+    rdv_send((uint16_t)port, buf, sizeof buf); /* garbage */
+    struct am_rdv_hello bad[] = {h, h, h, h};
+    bad[0].cookie ^= 1;
+    bad[1].rank = 3;
+    bad[2].len = 1000;
+    bad[3].nranks = 2;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memcpy(buf, &bad[i], sizeof bad[i]);
+        rdv_send((uint16_t)port, buf, sizeof buf);
+    }
+    rdv_send((uint16_t)port, &h, sizeof h / 2); /* half a hello */
+    rdv_send((uint16_t)port, NULL, 0);          /* nothing at all */
+    execl("/usr/bin/env", "env", "-i", "PATH=/usr/bin:/bin", "sh", "-c", cmd, (char *)NULL);
+    return 127;
+}
+
+static void test_spmd_hosts_hostile(void)
+{
+    char dir[] = "/tmp/am2ssh.XXXXXX", hf[64], ssh[PATH_MAX + 32];
+    TCHK(mkdtemp(dir) != NULL);
+    snprintf(hf, sizeof hf, "%s/hosts", dir);
+    snprintf(ssh, sizeof ssh, "%s/test_am2_spmd --hostile-ssh", bindir);
+    TCHK(write_file(hf, "gamma\n", 0600) == 0);
+    setenv("AMRUN_SSH", ssh, 1);
+    setenv("AMRUN_RDV_HOST", "127.0.0.1", 1);
+    setenv("AM2_TEST_NRANKS", "3", 1);
+    int ok = amrun_on("3", "ok", "20", 25000, hf);
+    unsetenv("AMRUN_SSH");
+    unsetenv("AMRUN_RDV_HOST");
+    unsetenv("AM2_TEST_NRANKS");
+    CU_ASSERT_EQUAL(ok, 0);
+out:
+    unlink(hf);
+    rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 4 && !strcmp(argv[1], "--hostile-ssh"))
+        return hostile_ssh(argv[3]);
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0)
@@ -135,6 +289,8 @@ int main(int argc, char **argv)
     snprintf(bindir, sizeof bindir, "%s", dirname(self));
     static const struct tl_test tests[] = {TL_TEST(test_spmd_ok), TL_TEST(test_spmd_fail),
                                            TL_TEST(test_spmd_timeout), TL_TEST(test_spmd_slurm),
+                                           TL_TEST(test_spmd_hosts),
+                                           TL_TEST(test_spmd_hosts_hostile),
                                            TL_END};
     return tl_main(argc, argv, "am2_spmd", tests);
 }

@@ -360,6 +360,11 @@ typedef struct {
     uint64_t refused;        /* messages we sent back to their senders */
     uint64_t credit_waits;   /* requests that had to wait for a credit */
     uint64_t connections;    /* VIs connected */
+    /* Messages sent a second time because the first try did not get
+     * through: a same-host peer's shared-memory queue was full (the
+     * message waits in order and AM_Poll sends it again). Over the NIC the
+     * reliable VI retransmits below this layer, unseen: 0 there. */
+    uint64_t retransmits;
 } amx_stats_t;
 int AMX_GetEndpointStatistics(ep_t ea, amx_stats_t *st);
 /* Print the counters to f (a FILE *). */

@@ -33,6 +33,11 @@ int am2_spmd_rank(void);
 int am2_spmd_nranks(void);
 /* 1 in a process amrun started, 0 in one started by hand. */
 int am2_spmd_is_worker(void);
+/* The value of name in the environment of the launcher that started the
+ * job (amrun's, whatever the ranks' own environment holds: ranks on other
+ * hosts get only some variables), or NULL if it had none. Read at
+ * am2_spmd_startup; before it, or without amrun, getenv(name). */
+const char *am2_spmd_getenv_master(const char *name);
 /* Every rank waits until all have called it (handlers run meanwhile). */
 int am2_spmd_barrier(void);
 /* dst (nranks * len bytes) gets every rank's len bytes of src, by rank. */

@@ -118,6 +118,7 @@ int AM_Init(void)
     VipErrorCallback(am_g.nic, NULL, vi_error);
     am_g.connect_ms = env_ms("AM2_CONNECT_MS", 10000);
     am_g.shm = !getenv("AM2_SHM") || strcmp(getenv("AM2_SHM"), "0") != 0;
+    am_g.direct = !getenv("AM2_DIRECT") || strcmp(getenv("AM2_DIRECT"), "0") != 0;
     am_g.congestion_ms = env_ms("AM2_CONGESTION_MS", 30000);
     am_g.init = 1;
     return AM_OK;
@@ -194,6 +195,7 @@ int AM_FreeBundle(eb_t eb)
         }
     VipDestroyCQ(eb->cq);
     free(eb->stash);
+    free(eb->vimap);
     if (eb->type == AM_PAR && atomic_fetch_sub(&am_npar, 1) == 1 && am_locked_) {
         /* the last one: later calls take no lock; release ours now */
         pthread_mutex_unlock(&am_lock);
@@ -278,6 +280,18 @@ int AM_WaitSema(eb_t eb)
     while (!eb->event && !bundle_has_work(eb)) {
         VIP_VI_HANDLE vi;
         VIP_BOOLEAN recvq;
+        /* One endpoint and no VI: everything comes through its
+         * shared-memory queue, whose senders ring it, or is a connection
+         * request, which the listener rings it for. Sleep there. Not in
+         * an AM_PAR bundle: another thread may poll the queue meanwhile
+         * (its head is the lock holder's) and take what we wait for. */
+        if (eb->type == AM_SEQ && !eb->nvis && eb->eps && !eb->eps->next && eb->eps->shmq) {
+            am_api_sleep_begin(am_locked_);
+            am_shm_sleep(eb->eps, 1000); /* a bound only: all that comes rings */
+            am_api_sleep_end(am_locked_);
+            am_accept_pending(eb->eps);
+            continue;
+        }
         /* Shared-memory messages ring no bell: with a queue, look again
          * after 1 ms, backing off to 8 ms while nothing comes. */
         bool shm = false;
@@ -291,6 +305,8 @@ int AM_WaitSema(eb_t eb)
         if (rc == VIP_SUCCESS) {
             struct am_peer *p = am_peer_of_vi(eb, vi);
             VIP_DESCRIPTOR *d;
+            if (p && recvq && am_cq_stale(p))
+                continue; /* its receive was handled already: sleep on */
             if (p && recvq && VipRecvDone(vi, &d) == VIP_SUCCESS) {
                 if (eb->nstash == eb->capstash) {
                     int cap = eb->capstash ? 2 * eb->capstash : 64;

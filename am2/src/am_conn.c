@@ -82,8 +82,21 @@ struct am_peer *am_peer_get(struct am2_ep *ep, const en_t *name)
     return p;
 }
 
+static unsigned vi_hash(VIP_VI_HANDLE vi, unsigned mask)
+{
+    return (unsigned)(((uint64_t)(uintptr_t)vi * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+}
+
 struct am_peer *am_peer_of_vi(struct am2_bundle *eb, VIP_VI_HANDLE vi)
 {
+    if (eb->vimap) {
+        for (unsigned i = vi_hash(vi, eb->vimask);; i = (i + 1) & eb->vimask) {
+            if (eb->vimap[i].vi == vi)
+                return eb->vimap[i].p;
+            if (!eb->vimap[i].vi)
+                return NULL;
+        }
+    }
     for (struct am2_ep *ep = eb->eps; ep; ep = ep->next)
         for (struct am_peer *p = ep->peers; p; p = p->next)
             if (p->vi == vi)
@@ -104,13 +117,46 @@ int am_peer_repost(struct am_peer *p, VIP_DESCRIPTOR *d)
                              : am_fail(AM_ERR_RESOURCE, "VipPostRecv failed with code %d", (int)rc);
 }
 
+/* The bundle's VIs changed (one made, or gone is being destroyed): the
+ * list AM_Poll looks at one by one, while there are at most AM_DIRECT. */
+void am_bundle_vis_changed(struct am2_bundle *eb, const struct am_peer *gone)
+{
+    int n = 0;
+    for (struct am2_ep *ep = eb->eps; ep; ep = ep->next)
+        for (struct am_peer *p = ep->peers; p; p = p->next)
+            if (p->vi && p != gone) {
+                if (n < AM_DIRECT)
+                    eb->direct[n] = p;
+                n++;
+            }
+    eb->ndirect = n <= AM_DIRECT && am_g.direct ? n : 0;
+    eb->nvis = n;
+    /* the VI map, anew (out of memory: none, the peers are walked) */
+    unsigned cap = 8;
+    while (cap < 2u * (unsigned)n)
+        cap *= 2;
+    free(eb->vimap);
+    eb->vimap = calloc(cap, sizeof *eb->vimap);
+    eb->vimask = cap - 1;
+    for (struct am2_ep *ep = eb->eps; eb->vimap && ep; ep = ep->next)
+        for (struct am_peer *p = ep->peers; p; p = p->next)
+            if (p->vi && p != gone) {
+                unsigned i = vi_hash(p->vi, eb->vimask);
+                while (eb->vimap[i].vi)
+                    i = (i + 1) & eb->vimask;
+                eb->vimap[i] = (struct am_vislot){p->vi, p};
+            }
+}
+
 /* A VI on the bundle's CQ with its receives posted. */
 static int peer_make_vi(struct am_peer *p)
 {
     if (p->vi)
         return AM_OK;
     struct am2_bundle *eb = p->ep->eb;
-    if (eb->cq_used + AM_NRECV > eb->cq_entries) {
+    /* Room for every receive, and for the entries of up to AM_CREDITS
+     * receives AM_Poll took directly and has not skipped yet. */
+    while (eb->cq_used + AM_NRECV + AM_CREDITS > eb->cq_entries) {
         unsigned long n = eb->cq_entries * 2;
         if (n > am_g.attr.MaxCQEntries ||
             VipResizeCQ(eb->cq, n) != VIP_SUCCESS)
@@ -150,6 +196,7 @@ static int peer_make_vi(struct am_peer *p)
         if (am_peer_repost(p, &p->rdesc[i]) != AM_OK)
             return AM_ERR_RESOURCE;
     eb->cq_used += AM_NRECV;
+    am_bundle_vis_changed(eb, NULL);
     return AM_OK;
 }
 
@@ -166,12 +213,52 @@ static void peer_up(struct am_peer *p)
     am_send_ctl(p, &w, NULL, 0);
 }
 
+/* The peer is gone (or its VI): every request it has not answered comes
+ * back to handler 0 with EBADENDPOINT, and its credit with it. Called
+ * again later it returns what was recorded since (a send under way). */
 void am_peer_broken(struct am_peer *p, const char *why)
 {
     if (p->state != PEER_BROKEN && getenv("AM2_DEBUG"))
         fprintf(stderr, "am2: the VI to endpoint %08x.%06x is broken: %s\n",
                 (unsigned)p->name.pid, (unsigned)p->name.id, why);
     p->state = PEER_BROKEN;
+    for (int i = 0; i < AM_CREDITS; i++)
+        if (p->out[i].seq) {
+            am_ret_push(p->ep, &p->out[i].w, &p->name, EBADENDPOINT);
+            p->out[i].seq = 0;
+            p->credits++;
+        }
+}
+
+void am_out_add(struct am_peer *p, struct am_wire *w)
+{
+    if (++p->next_seq == 0)
+        p->next_seq = 1;
+    w->rseq = p->next_seq;
+    for (int i = 0; i < AM_CREDITS; i++)
+        if (!p->out[i].seq) {
+            p->out[i].seq = w->rseq;
+            p->out[i].w = *w;
+            return;
+        }
+}
+
+bool am_out_done(struct am_peer *p, uint32_t seq)
+{
+    for (int i = 0; seq && i < AM_CREDITS; i++)
+        if (p->out[i].seq == seq) {
+            p->out[i].seq = 0;
+            return true;
+        }
+    return false;
+}
+
+bool am_peer_waiting(const struct am_peer *p)
+{
+    for (int i = 0; i < AM_CREDITS; i++)
+        if (p->out[i].seq)
+            return true;
+    return false;
 }
 
 void am_accept_pending(struct am2_ep *ep)
@@ -250,6 +337,9 @@ void am_peer_destroy(struct am_peer *p)
 {
     am_shm_detach(p);
     if (p->vi) {
+        struct am2_bundle *eb = p->ep->eb;
+        am_bundle_vis_changed(eb, p);
+        eb->cq_owed -= p->cq_owed; /* its CQ entries go with the VI */
         VipDisconnect(p->vi);
         VIP_DESCRIPTOR *d;
         while (VipRecvDone(p->vi, &d) == VIP_SUCCESS)

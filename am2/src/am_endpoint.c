@@ -314,8 +314,9 @@ int AMX_DumpStatistics(void *f, ep_t ea)
                 (unsigned long long)s.requests_received[c], (unsigned long long)s.replies_sent[c],
                 (unsigned long long)s.replies_received[c], (unsigned long long)s.bytes_sent[c],
                 (unsigned long long)s.bytes_received[c]);
-    fprintf(f, "returned %llu refused %llu credit waits %llu connections %llu\n",
+    fprintf(f, "returned %llu refused %llu credit waits %llu connections %llu retransmits %llu\n",
             (unsigned long long)s.returned, (unsigned long long)s.refused,
-            (unsigned long long)s.credit_waits, (unsigned long long)s.connections);
+            (unsigned long long)s.credit_waits, (unsigned long long)s.connections,
+            (unsigned long long)s.retransmits);
     return AM_OK;
 }

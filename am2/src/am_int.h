@@ -11,6 +11,7 @@
  *   am_local.c     messages between endpoints of one process
  *   am_shm.c       messages between processes of one host (shared memory)
  *   am_spmd.c      SPMD start-up and collectives (am2_spmd.h)
+ *   am_rdv.c       a rank's side of amrun's TCP rendezvous (am_rdv.h)
  *
  * Only the public VIPL API (vipl.h) is used, as any VIPL program would.
  */
@@ -33,6 +34,7 @@
 #define AM_CREDITS 16
 #define AM_NRECV (2 * AM_CREDITS + 2)
 #define AM_NSEND 64 /* send descriptors per endpoint (grown on demand) */
+#define AM_DIRECT 4 /* up to this many VIs a bundle polls one by one, not by its CQ */
 
 /* ---- the wire --------------------------------------------------------------------- */
 
@@ -63,7 +65,7 @@ struct am_wire {
     uint64_t offset;  /* long: dest_offset; HELLO/SEG: segment base */
     uint64_t seg_len; /* HELLO/SEG: segment length */
     uint32_t seg_mh;  /* HELLO/SEG: segment memory handle */
-    uint32_t pad2;
+    uint32_t rseq;    /* REQUEST: its number on this peer (am_out); answers echo it */
     int32_t args[AM2_MAX_SHORT];
 };
 #define AM_SLOT (sizeof(struct am_wire) + AM2_MAX_MEDIUM)
@@ -76,6 +78,14 @@ enum am_peer_state { PEER_IDLE, PEER_CONNECTED, PEER_BROKEN, PEER_NSTATES };
 extern const char *const am_peer_state_name[PEER_NSTATES];
 
 struct am2_ep;
+
+/* A request sent to a peer and not answered yet: kept until its reply,
+ * ACK or return comes, so that if the peer dies it can still come back
+ * (EBADENDPOINT) instead of being lost. At most K (the credits). */
+struct am_out {
+    uint32_t seq;            /* 0: slot free */
+    struct am_wire w;
+};
 
 struct am_peer {
     struct am_peer *next;    /* the endpoint's list */
@@ -96,6 +106,9 @@ struct am_peer {
     struct am_shmq *shmq;    /* its shared-memory queue, if on this host (am_shm.c) */
     bool shm_tried;
     struct am_pend *pend, *pend_tail; /* messages waiting for room in it */
+    struct am_out out[AM_CREDITS]; /* requests it has not answered */
+    uint32_t next_seq;
+    int cq_owed;             /* receives taken off its VI directly whose CQ entries are still to come */
 };
 
 /* ---- endpoints and bundles -------------------------------------------------------------- */
@@ -156,6 +169,7 @@ struct am2_ep {
     int expected_eps, expected_reqs;
     unsigned polls;          /* AM_Poll turns (reclaiming sends now and then) */
     struct am_shmq *shmq;    /* its own shared-memory receive queue (AM2_SHM=1) */
+    bool has_pend;           /* a peer may have messages waiting (am_pend) */
     struct am_listener *listener; /* waits for peers' connection requests (am_listen.c) */
 };
 
@@ -171,6 +185,16 @@ struct am2_bundle {
     int nstash, capstash;
     int event;               /* a message arrived since the mask was armed */
     unsigned cq_idle;        /* polls in a row that found the CQ empty */
+    /* With few VIs, AM_Poll looks at their receive queues directly (am_poll.c) */
+    struct am_peer *direct[AM_DIRECT];
+    int ndirect;             /* all the bundle's VIs, or 0: too many, the CQ */
+    int nvis;                /* VIs on the bundle */
+    unsigned direct_turn;    /* polls that looked at the VIs one by one */
+    /* VI -> peer for completions (am_peer_of_vi): open addressing, at
+     * most half full, rebuilt when the VIs change; NULL: walk the peers */
+    struct am_vislot { VIP_VI_HANDLE vi; struct am_peer *p; } *vimap;
+    unsigned vimask;
+    int cq_owed;             /* the sum of its peers' cq_owed */
 };
 
 /* ---- process-wide state (am_bundle.c) ---------------------------------------------------- */
@@ -186,6 +210,7 @@ struct am_global {
     unsigned congestion_ms;  /* AM2_CONGESTION_MS */
     struct am_token *cur;    /* the handler running now, if any */
     int shm;                 /* AM2_SHM: same-host peers through shared memory */
+    int direct;              /* AM2_DIRECT: poll few VIs one by one (am_poll.c) */
 };
 extern struct am_global am_g;
 
@@ -232,6 +257,11 @@ int am_peer_repost(struct am_peer *p, VIP_DESCRIPTOR *d);
 struct am_peer *am_peer_of_vi(struct am2_bundle *eb, VIP_VI_HANDLE vi);
 void am_en_disc(const en_t *name, char out[17]);
 void am_peer_broken(struct am_peer *p, const char *why);
+void am_bundle_vis_changed(struct am2_bundle *eb, const struct am_peer *gone);
+bool am_cq_stale(struct am_peer *p); /* a CQ entry of a receive taken already: skip it */
+void am_out_add(struct am_peer *p, struct am_wire *w);   /* numbers w (rseq) */
+bool am_out_done(struct am_peer *p, uint32_t seq);       /* its answer came */
+bool am_peer_waiting(const struct am_peer *p);           /* requests unanswered */
 
 /* am_send.c */
 VIP_DESCRIPTOR *am_send_get(struct am2_ep *ep, bool may_poll);
@@ -263,7 +293,13 @@ int am_shm_send(struct am_peer *p, const struct am_wire *w, const void *payload,
 int am_shm_poll(struct am2_ep *ep, int budget);
 bool am_shm_peer_alive(struct am_peer *p);
 bool am_shm_pending(struct am2_ep *ep);
+void am_shm_sleep(struct am2_ep *ep, unsigned ms);
+void am_shm_ring(struct am2_ep *ep);
 void am_handle_msg(struct am_peer *p, const struct am_wire *w, size_t len);
+
+/* am_rdv.c: every rank's name through amrun's TCP rendezvous (am_rdv.h) */
+int am_rdv_exchange(const char *rdv, int rank, int nranks, const en_t *me, en_t *all,
+                    char **env, size_t *envlen, uint64_t deadline_ms);
 
 /* am_local.c */
 int am_local_send(struct am2_ep *from, const en_t *to, const struct am_wire *w,

@@ -40,6 +40,7 @@ struct am_listener {
     struct am_offer *head, **tail;
     _Atomic unsigned n; /* also read without the lock: is anything queued? */
     VIP_NET_ADDRESS *addr;
+    struct am2_ep *ep;  /* to wake its AM_WaitSema when a request is queued */
 };
 
 static void *listen_main(void *arg)
@@ -69,6 +70,8 @@ static void *listen_main(void *arg)
         if (!room) {
             VipConnectReject(o->conn);
             free(o);
+        } else {
+            am_shm_ring(l->ep);
         }
     }
     return NULL;
@@ -82,6 +85,7 @@ int am_listen_start(struct am2_ep *ep)
     pthread_mutex_init(&l->lock, NULL);
     l->tail = &l->head;
     l->addr = ep->listen;
+    l->ep = ep;
     if (pthread_create(&l->th, NULL, listen_main, l) != 0) {
         pthread_mutex_destroy(&l->lock);
         free(l);

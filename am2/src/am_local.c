@@ -60,6 +60,7 @@ int am_local_send(struct am2_ep *from, const en_t *to, const struct am_wire *w,
         dest->localq_tail = &dest->localq;
     *dest->localq_tail = m;
     dest->localq_tail = &m->next;
+    am_shm_ring(dest); /* another thread may sleep on it (AM_PAR) */
     return AM_OK;
 }
 

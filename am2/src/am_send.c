@@ -99,12 +99,8 @@ void am_send_reclaim(struct am2_ep *ep)
             p->sends_out--;
             if ((d->CS.Status & VIP_STATUS_ERROR_MASK) &&
                 (d->CS.Control & VIP_CONTROL_OP_MASK) == VIP_CONTROL_OP_SENDRECV) {
-                const struct am_wire *w = (const struct am_wire *)am_send_buf(d);
+                /* a request among them is still recorded: it comes back */
                 am_peer_broken(p, "a send failed");
-                if (w->kind == AMW_REQUEST) {
-                    am_ret_push(ep, w, &p->name, EBADENDPOINT);
-                    p->credits++;
-                }
             } else if (d->CS.Status & VIP_STATUS_ERROR_MASK) {
                 am_peer_broken(p, "an RDMA write failed");
             }
@@ -120,8 +116,9 @@ VIP_DESCRIPTOR *am_send_get(struct am2_ep *ep, bool may_poll)
     if (!ep->nsend_free && ep->nsend < 16 * AM_NSEND)
         pool_grow(ep);
     /* Sends complete on the NIC's own, whatever the peer does: waiting
-     * for one cannot deadlock. */
-    uint64_t end = am_now_ms() + am_g.congestion_ms;
+     * for one cannot deadlock. (The clock is read only when waiting: it
+     * costs as much as a tenth of a round trip.) */
+    uint64_t end = ep->nsend_free ? 0 : am_now_ms() + am_g.congestion_ms;
     while (!ep->nsend_free) {
         if (may_poll && !am_g.cur)
             am_poll_bundle(ep->eb, 16);
@@ -252,7 +249,7 @@ static int send_long(struct am_peer *p, const struct am_wire *w, const void *src
     /* Only the status word: the descriptor is not taken back before the
      * write is done, so it cannot be reused under us. */
     uint64_t end = am_now_ms() + am_g.congestion_ms;
-    while (!(((volatile VIP_CONTROL_SEGMENT *)&d->CS)->Status & VIP_STATUS_DONE)) {
+    while (!(__atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE)) {
         sched_yield();
         if (am_now_ms() > end)
             return am_fail(AM_ERR_RESOURCE, "an RDMA write did not complete in %u ms",
@@ -359,8 +356,9 @@ static int request(struct am2_ep *ep, int dest, int cat, handler_t h, void *src,
         return am_fail(AM_ERR_RESOURCE, "out of memory");
     struct am_peer *p = x->peer;
     bool shm = am_shm_attach(p);
-    int st = shm ? (p->state == PEER_BROKEN ? EBADENDPOINT : 0)
-                 : am_peer_connect(p, am_now_ms() + am_g.connect_ms);
+    int st = shm                          ? (p->state == PEER_BROKEN ? EBADENDPOINT : 0)
+             : p->state == PEER_CONNECTED ? 0
+                                          : am_peer_connect(p, am_now_ms() + am_g.connect_ms);
     if (!st && !shm && cat == AM2_LONG && !p->hello) {
         uint64_t end = am_now_ms() + am_g.connect_ms;
         while (!p->hello && p->state == PEER_CONNECTED && am_now_ms() < end)
@@ -379,6 +377,7 @@ static int request(struct am2_ep *ep, int dest, int cat, handler_t h, void *src,
         return AM_OK;
     }
     count_sent(ep, &w);
+    am_out_add(p, &w);
     if (cat == AM2_LONG && shm) {
         r = shm_long(p, &w, src);
     } else if (cat == AM2_LONG) {
@@ -387,12 +386,12 @@ static int request(struct am2_ep *ep, int dest, int cat, handler_t h, void *src,
     } else {
         r = am_send_ctl(p, &w, src, nbytes);
     }
-    if (r != AM_OK)
-        p->credits++;
     if (r != AM_OK && p->state == PEER_BROKEN) {
-        am_ret_push(ep, &w, &name, EBADENDPOINT);
+        am_peer_broken(p, "a send failed"); /* returns it, if still recorded */
         return AM_OK;
     }
+    if (r != AM_OK && am_out_done(p, w.rseq))
+        p->credits++;
     return r;
 }
 
@@ -445,6 +444,7 @@ static int reply(void *token, int cat, handler_t h, void *src, size_t nbytes, ui
     struct am2_ep *ep = t->ep;
     if (t->src_idx >= 0 && t->src_idx < ep->nxl && ep->xl[t->src_idx].inuse)
         w.tag = ep->xl[t->src_idx].tag;
+    w.rseq = t->w->rseq;
     t->replied = true;
     count_sent(ep, &w);
     if (!t->peer)
@@ -458,7 +458,7 @@ static int reply(void *token, int cat, handler_t h, void *src, size_t nbytes, ui
     if (st) {
         /* The requester still gets its credit back. */
         am_ret_push(ep, &w, &p->name, st);
-        struct am_wire ack = {.kind = AMW_ACK};
+        struct am_wire ack = {.kind = AMW_ACK, .rseq = w.rseq};
         return am_send_ctl(p, &ack, NULL, 0);
     }
     w.seg_gen = p->seg_gen;

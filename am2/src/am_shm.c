@@ -30,12 +30,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "am_int.h"
 
-#define SHM_MAGIC 0xA2540001u
+#define SHM_MAGIC 0xA2540002u /* 2: the bell */
 #define SHM_SLOTS 128u /* a power of two */
 
 struct shm_cell {
@@ -50,6 +53,12 @@ struct am_shmq {
     uint32_t magic, slots;
     _Atomic uint32_t closed;
     uint32_t owner_pid;
+    /* The owner asleep in AM_WaitSema (am_shm_sleep) waits on bell, a
+     * futex, with sleeping set; a sender that publishes a cell and then
+     * sees sleeping rings it. Both sides store, fence, then load the
+     * other's word, so one of them always sees the other. */
+    _Atomic uint32_t bell;
+    _Atomic uint32_t sleeping;
     _Atomic uint64_t tail __attribute__((aligned(64)));
     uint64_t head __attribute__((aligned(64))); /* the owner's only */
     struct shm_cell cell[] __attribute__((aligned(64)));
@@ -154,6 +163,37 @@ void am_shm_detach(struct am_peer *p)
 }
 
 /* Claim a cell by CAS on the tail; false when the queue is full. */
+static void ring(struct am_shmq *q)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&q->sleeping, memory_order_relaxed)) {
+        atomic_fetch_add_explicit(&q->bell, 1, memory_order_seq_cst);
+        syscall(SYS_futex, &q->bell, FUTEX_WAKE, 1, NULL, NULL, 0);
+    }
+}
+
+/* Wake the endpoint's own sleeper (another thread of ours: a connection
+ * request came, a local message was queued). */
+void am_shm_ring(struct am2_ep *ep)
+{
+    if (ep->shmq)
+        ring(ep->shmq);
+}
+
+/* Sleep until a sender rings the endpoint's queue, or ms pass. */
+void am_shm_sleep(struct am2_ep *ep, unsigned ms)
+{
+    struct am_shmq *q = ep->shmq;
+    uint32_t b = atomic_load_explicit(&q->bell, memory_order_seq_cst);
+    atomic_store_explicit(&q->sleeping, 1, memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (!am_shm_pending(ep)) {
+        struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+        syscall(SYS_futex, &q->bell, FUTEX_WAIT, b, &ts, NULL, 0);
+    }
+    atomic_store_explicit(&q->sleeping, 0, memory_order_relaxed);
+}
+
 static bool enqueue(struct am_shmq *q, const en_t *src, const uint8_t *msg, size_t len)
 {
     uint64_t pos = atomic_load_explicit(&q->tail, memory_order_relaxed);
@@ -176,6 +216,7 @@ static bool enqueue(struct am_shmq *q, const en_t *src, const uint8_t *msg, size
     c->len = (uint32_t)len;
     memcpy(c->msg, msg, len);
     atomic_store_explicit(&c->seq, pos + 1, memory_order_release);
+    ring(q);
     return true;
 }
 
@@ -222,6 +263,8 @@ int am_shm_send(struct am_peer *p, const struct am_wire *w, const void *payload,
     struct am_pend *x = malloc(sizeof *x + n);
     if (!x)
         return am_fail(AM_ERR_RESOURCE, "out of memory");
+    p->ep->st.retransmits++;
+    p->ep->has_pend = true;
     x->next = NULL;
     x->len = n;
     memcpy(x->msg, msg, n);

@@ -4,7 +4,8 @@
  *
  * Start-up: each rank writes its endpoint name to DIR/rank.R (written
  * under another name and renamed, so a reader never sees half of it) and
- * reads the others' until all are there. The barrier is a gather at rank 0
+ * reads the others' until all are there; ranks on several hosts (amrun
+ * --hosts) get all names from amrun's TCP rendezvous instead (am_rdv.c). The barrier is a gather at rank 0
  * and a release from it, with the phase in the message so that an early
  * arrival for the next barrier is not mistaken for this one. The
  * all-gather sends each block to every rank in medium messages between two
@@ -21,6 +22,13 @@
 
 #include "am2_spmd.h"
 #include "am_int.h"
+#include "am_rdv.h"
+
+/* The launcher's environment (am2_spmd_getenv_master): NUL-terminated
+ * VAR=value strings, from amrun's rendezvous or its job directory. Kept
+ * past am2_spmd_exit's reset, for the rest of the process. */
+static char *master_env;
+static size_t master_env_len;
 
 enum { H_ARRIVE = AM2_SPMD_FIRST_HANDLER, H_RELEASE, H_GATHER };
 
@@ -57,6 +65,41 @@ static int launcher(void)
 }
 
 int am2_spmd_is_worker(void) { return launcher() >= 0; }
+
+const char *am2_spmd_getenv_master(const char *name)
+{
+    if (!name || !*name || strchr(name, '='))
+        return NULL;
+    if (!master_env)
+        return getenv(name); /* not started by amrun: ours is the launcher's */
+    size_t l = strlen(name);
+    for (size_t off = 0; off < master_env_len;) {
+        const char *e = master_env + off;
+        if (!strncmp(e, name, l) && e[l] == '=')
+            return e + l + 1;
+        off += strlen(e) + 1;
+    }
+    return NULL;
+}
+
+/* amrun's environment as it wrote it in the job directory. */
+static void read_master_env(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/" AM_SPMD_ENV_FILE, dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    char *buf = malloc(AM_RDV_MAX_ENV + 1);
+    size_t n = buf ? fread(buf, 1, AM_RDV_MAX_ENV, f) : 0;
+    fclose(f);
+    if (!buf)
+        return;
+    buf[n] = 0;
+    free(master_env);
+    master_env = buf;
+    master_env_len = n;
+}
 
 static void h_arrive(void *token, int32_t phase)
 {
@@ -132,10 +175,15 @@ int am2_spmd_startup(int *argc, char ***argv, eb_t *eb, ep_t *ep)
     sp.nranks = l < 0 ? 1 : env_int(size_vars[l], 1);
     const char *jobv = l < 0 ? NULL : getenv(job_vars[l]);
     const char *dir = getenv("AM2_SPMD_DIR");
+    const char *rdv = l == 0 ? getenv("AM2_SPMD_RDV") : NULL; /* amrun --hosts */
+    if (rdv && *rdv)
+        dir = NULL;
+    else
+        rdv = NULL;
     /* Other launchers give no directory: one per job and user under /tmp
      * (the ranks share this host). */
     char own[256];
-    if (!dir && l > 0 && jobv) {
+    if (!dir && !rdv && l > 0 && jobv) {
         const char *step = getenv("SLURM_STEP_ID");
         snprintf(own, sizeof own, "/tmp/am2-job-%u-%.40s-%.20s", (unsigned)getuid(), jobv,
                  step ? step : "0");
@@ -144,7 +192,7 @@ int am2_spmd_startup(int *argc, char ***argv, eb_t *eb, ep_t *ep)
         dir = own;
         snprintf(sp.own_dir, sizeof sp.own_dir, "%s", own);
     }
-    if (sp.nranks < 1 || sp.rank < 0 || sp.rank >= sp.nranks || (sp.nranks > 1 && !dir))
+    if (sp.nranks < 1 || sp.rank < 0 || sp.rank >= sp.nranks || (sp.nranks > 1 && !dir && !rdv))
         return am_fail(AM_ERR_BAD_ARG, "rank %d of %d (AM2_SPMD_*; start the job with amrun)",
                        sp.rank, sp.nranks);
     tag_t tag = 1;
@@ -163,22 +211,44 @@ int am2_spmd_startup(int *argc, char ***argv, eb_t *eb, ep_t *ep)
         (r = AM_SetHandler(sp.ep, H_GATHER, h_gather)))
         goto bad;
     uint64_t deadline = am_now_ms() + (uint64_t)env_int("AM2_SPMD_TIMEOUT_MS", 30000);
-    if (sp.nranks > 1 && (r = publish(dir, &me)))
-        goto bad;
-    for (int i = 0; i < sp.nranks; i++) {
-        en_t name = me;
-        if (i != sp.rank && (r = lookup(dir, i, &name, deadline)))
+    en_t *all = NULL;
+    if (rdv && sp.nranks > 1) {
+        if (!(all = calloc((size_t)sp.nranks, sizeof *all))) {
+            r = am_fail(AM_ERR_RESOURCE, "out of memory");
             goto bad;
-        if ((r = AM_Map(sp.ep, i, name, tag)))
-            goto bad;
+        }
+        char *env = NULL;
+        size_t envlen = 0;
+        r = am_rdv_exchange(rdv, sp.rank, sp.nranks, &me, all, &env, &envlen, deadline);
+        if (r == AM_OK) {
+            free(master_env);
+            master_env = env;
+            master_env_len = envlen;
+        }
+    } else if (sp.nranks > 1) {
+        r = publish(dir, &me);
     }
+    if (dir && l == 0)
+        read_master_env(dir); /* amrun's job directory */
+    for (int i = 0; i < sp.nranks && r == AM_OK; i++) {
+        en_t name = me;
+        if (all)
+            name = all[i];
+        else if (i != sp.rank)
+            r = lookup(dir, i, &name, deadline);
+        if (r == AM_OK)
+            r = AM_Map(sp.ep, i, name, tag);
+    }
+    free(all);
+    if (r != AM_OK)
+        goto bad;
     sp.up = true;
     sp.released = -1;
     *eb = sp.eb;
     *ep = sp.ep;
     r = am2_spmd_barrier();
     /* Every name is read: the files can go (and a directory we made). */
-    if (r == AM_OK && sp.nranks > 1) {
+    if (r == AM_OK && sp.nranks > 1 && dir) {
         char path[4096];
         snprintf(path, sizeof path, "%s/rank.%d", dir, sp.rank);
         unlink(path);
@@ -196,11 +266,13 @@ bad:
 static int poll_until(const int *v, int want)
 {
     uint64_t end = am_now_ms() + (uint64_t)env_int("AM2_SPMD_TIMEOUT_MS", 30000);
-    while (*v != want) {
+    /* The clock now and then only: a rank waiting here is often the one
+     * serving the others' requests, and a clock read costs a poll. */
+    for (unsigned turn = 1; *v != want; turn++) {
         int r = AM_Poll(sp.eb);
         if (r != AM_OK)
             return r;
-        if (am_now_ms() > end)
+        if ((turn & 255) == 0 && am_now_ms() > end)
             return am_fail(AM_ERR_RESOURCE, "the other ranks did not come (barrier %d)", sp.phase);
     }
     return AM_OK;
