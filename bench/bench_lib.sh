@@ -151,7 +151,8 @@ ucx_run() {
                 UCX_SRV=
                 # -v: iterations,50.0_percentile_lat,avg_lat,overall_lat,avg_bw,overall_bw,...
                 local last
-                last=$(awk -F, '$1 ~ /^[0-9]+$/ && NF >= 8' "$WORK/ucx_cli.out" | tail -1)
+                last=$(awk -F, '{ gsub(/ /, "") } $1 ~ /^[0-9]+$/ && NF >= 8' \
+                    "$WORK/ucx_cli.out" | tail -1)
                 if [ -n "$last" ]; then
                     UCX_P50=$(echo "$last" | cut -d, -f2)
                     UCX_AVG=$(echo "$last" | cut -d, -f3)
