@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ucx_sweep.sh - UCX's curves for the plots: ucx_perftest -t tag_lat and -t
-# tag_bw (UCP tag matching, UCX's own choice of shared-memory transports, or
+# tag_bw -O 64 (64 sends in flight, as vip_send_bw; UCP tag matching, UCX's own choice of shared-memory transports, or
 # UCX_TLS) at each power-of-two size from 4 B to 1 MiB, client and server on
 # localhost. What `make bench` (run_bench.sh) plots beside ours.
 #
@@ -26,7 +26,7 @@ trap 'exit 130' INT TERM
 
 {
     echo "# ucx_perftest -t tag_lat (one-way latency, microseconds: 50th percentile and mean) and"
-    echo "# -t tag_bw (whole run: MB/s, MB = 10^6 bytes, and messages/s); UCX transports:" \
+    echo "# -t tag_bw -O 64 (whole run: MB/s, MB = 10^6 bytes, and messages/s); UCX transports:" \
         "${UCX_TLS:-chosen by UCX}"
     echo "bytes,iters,lat_p50_us,lat_avg_us,MB_per_s,msgs_per_s"
 } >"$OUT.tmp"
@@ -42,7 +42,7 @@ for e in $(seq 2 "$step" 20); do
     say "      ucx_perftest -t tag_lat / tag_bw -s $size -n $iters"
     ucx_run tag_lat "$size" "$iters"
     p50=$UCX_P50 avg=$UCX_AVG
-    ucx_run tag_bw "$size" "$iters"
+    ucx_run tag_bw "$size" "$iters" -O 64
     echo "$size,$iters,$p50,$avg,$UCX_MBS,$UCX_MR" >>"$OUT.tmp"
 done
 mv "$OUT.tmp" "$OUT"
