@@ -16,7 +16,8 @@
 #   4. reference sweep  fi_pingpong -p shm -e rdm    -> results/fi_shm_pingpong.csv
 #                       ucx_perftest tag_lat, tag_bw -> results/ucx_tag.csv (ucx_sweep.sh)
 #   5. comparison       compare_native.sh            -> results/native_compare.txt
-#                       (vs fi_pingpong; RDMA write vs send/receive and UCX put;
+#                       (like for like vs UCX and fi_pingpong, each line with its
+#                       statistic, ratio and target; VIs; events; first message,
 #                       wake-up and delivery vs a pipe and UDP)
 #   6. plots (if gnuplot is installed)               -> results/native_latency.png,
 #                                                       results/native_bandwidth.png
