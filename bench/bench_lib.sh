@@ -126,14 +126,20 @@ fi_run() {
 UCX_PORT=$((40000 + $$ % 20000))
 UCX_SRV=
 
-# ucx_run TEST SIZE ITERS: one ucx_perftest run of a UCT test over UCX's
-# shared-memory transport (posix, copy-based: -D bcopy); sets UCX_MBS, its
-# overall bandwidth in MB/s of 10^6 bytes (ucx_perftest prints MiB/s).
-# Not in a subshell: UCX_PORT and UCX_SRV must stick.
+# ucx_run TEST SIZE ITERS [ARGS...]: one ucx_perftest run (client and
+# server on localhost); ARGS are added to the client's (a UCT test such as
+# put_bw needs "-x posix -d memory -D bcopy"; the UCP tests tag_lat and
+# tag_bw use whatever transports UCX picks, or UCX_TLS from the environment).
+# Sets, from its final line (-f -v: iterations, 50.0_percentile_lat,
+# avg_lat, overall_lat, avg_bw, overall_bw, avg_mr, overall_mr):
+# UCX_P50 and UCX_AVG (latency in us; one-way for the ping-pong tests),
+# UCX_MBS (overall bandwidth in MB/s of 10^6 bytes; it prints MiB/s) and
+# UCX_MR (overall messages per second). Not in a subshell: UCX_PORT and
+# UCX_SRV must stick.
 ucx_run() {
     local test=$1 size=$2 iters=$3 try i
-    local args=(-t "$test" -x posix -d memory -D bcopy -s "$size" -n "$iters"
-        -w $((iters / 10 + 1)) -f -v)
+    shift 3
+    local args=(-t "$test" -s "$size" -n "$iters" -w $((iters / 10 + 1)) -f -v "$@")
     for try in 1 2 3; do
         UCX_PORT=$((UCX_PORT + 1))
         timeout 150 ucx_perftest -p "$UCX_PORT" >"$WORK/ucx_srv.out" 2>&1 &
@@ -144,9 +150,14 @@ ucx_run() {
                 wait "$UCX_SRV" 2>/dev/null || true
                 UCX_SRV=
                 # -v: iterations,50.0_percentile_lat,avg_lat,overall_lat,avg_bw,overall_bw,...
-                UCX_MBS=$(awk -F, '$1 ~ /^[0-9]+$/ && NF >= 6 { printf "%.2f", $6 * 1.048576 }' \
+                local last
+                last=$(awk -F, '{ gsub(/ /, "") } $1 ~ /^[0-9]+$/ && NF >= 8' \
                     "$WORK/ucx_cli.out" | tail -1)
-                if [ -n "$UCX_MBS" ]; then
+                if [ -n "$last" ]; then
+                    UCX_P50=$(echo "$last" | cut -d, -f2)
+                    UCX_AVG=$(echo "$last" | cut -d, -f3)
+                    UCX_MBS=$(echo "$last" | awk -F, '{ printf "%.2f", $6 * 1.048576 }')
+                    UCX_MR=$(echo "$last" | cut -d, -f8)
                     return 0
                 fi
                 break

@@ -18,6 +18,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -318,7 +319,10 @@ static inline VIP_NET_ADDRESS *bu_addr_new(const struct bu_ep *ep)
 static inline void bu_addr_set_disc(VIP_NET_ADDRESS *a, uint64_t disc)
 {
     a->DiscriminatorLen = BU_DISC_LEN;
-    memcpy(a->HostAddress + a->HostAddressLen, &disc, BU_DISC_LEN);
+    /* Through the allocation, not HostAddress[1]: GCC may otherwise take
+     * the declared one-byte array for the whole room (bu_addr_new). */
+    uint8_t *room = (uint8_t *)a + offsetof(VIP_NET_ADDRESS, HostAddress);
+    memcpy(room + a->HostAddressLen, &disc, BU_DISC_LEN);
 }
 
 /*

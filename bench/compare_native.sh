@@ -1,36 +1,48 @@
 #!/usr/bin/env bash
-# compare_native.sh - the emulated VIA NIC (native profile) against
-# libfabric's shared-memory provider (fi_pingpong -p shm -e rdm), its RDMA
-# write against its own send/receive and against UCX's shared-memory put
-# (ucx_perftest -t put_bw), and its wake-up and delivery times against a pipe
-# and a UDP socket pair, measured in the same run on this machine.
+# compare_native.sh - the emulated VIA NIC (native profile) against the
+# fastest shared-memory libraries on this machine, like for like, measured in
+# the same run: UCX (ucx_perftest, Debian ucx-utils) and libfabric's shm
+# provider (fi_pingpong -p shm -e rdm, Debian libfabric-bin); the doorbell
+# scan of a paced profile against its timing model; wake-up and first-message
+# times against a pipe and a UDP socket pair.
 #
 #   B=build bench/compare_native.sh [--quick] [--runs N]
 #
-# Prints progress on stderr and, on stdout, a table:
-#   4-byte one-way latency      ours (vip_send_lat median RTT/2) vs fi_pingpong usec/xfer
-#   1 MiB bandwidth             ours (vip_send_bw, streaming)   vs fi_pingpong MB/sec
-#   1 MiB RDMA write bandwidth  ours (vip_write_bw, streaming)  vs vip_send_bw (the same
-#                               statistic: MB/s from the first post to the target's ack of
-#                               the last, 64 in flight, reliable delivery), and vs
-#                               ucx_perftest -t put_bw (UCT posix transport, bcopy) overall
-#   4-byte latency, 1024 VIs    ours with 1024 idle VIs per process vs with none
-#   16-byte wake-up latency     ours (vip_wake_lat: median time from VipPostSend to the
-#                               return from VipRecvWait of a receiver asleep in it) vs
-#                               os_wake_lat, same method and pause: a pipe (read()), UDP
-#                               on 127.0.0.1 (recv())
-#   delivery, sender busy       the same, the sender computing 5 ms after posting:
-#                               16 bytes vs pipe and vs UDP, 1 MiB vs pipe
-# Each figure is the median of 5 runs (3 with --quick), each ratio the median
-# of the per-run ratios (ours and the reference run back to back), with the targets
-# (latency ratio <= 3x, bandwidth >= 50%, RDMA write >= 100% of send/receive,
-# 1024-VI ratio <= 1.2x; the UCX, wake-up and delivery lines have none) and
-# PASS/MISS per line. Exit status: 0 when
-# everything was measured (whatever the verdicts), 1 when a measurement failed.
+# Every line pairs the same kind of measurement on both sides and says which
+# statistic each side gives:
+#   4 B one-way        ping-pong, RTT/2: our median vs ucx_perftest -t tag_lat's 50th
+#                      percentile (its "typical"); our mean vs its mean and vs
+#                      fi_pingpong's usec/xfer (a mean: total time / transfers)
+#   64 KiB ping-pong   ping-pong vs fi_pingpong -S 65536: bytes / mean one-way time
+#   1 MiB streaming    vip_send_bw (64 sends in flight) vs ucx_perftest -t tag_bw -O 64
+#                      (as many): bytes / time of the whole run (ucx's "overall")
+#   8 B message rate   vip_send_bw -s 8 vs ucx_perftest -t tag_bw -s 8 -O 64 (a window of
+#                      64 each): messages / time of the whole run ("overall")
+#   RDMA write         vip_write_bw 1 MiB vs our vip_send_bw (the same program logic and
+#                      statistic) and vs ucx_perftest -t put_bw (UCT posix, bcopy)
+#   VIs                native: 4 B median with 1024 idle VIs per process, and with 1024
+#                      VIs active (vip_send_lat --active: round-robin ping-pong over
+#                      all), vs one VI; paced profile pci (a firmware that polls every
+#                      VI's doorbells in turn): the growth of the 4 B median from 1 to 64
+#                      VIs per NIC (each count's lowest median over the runs) vs what the
+#                      timing model predicts (vip_model --vis)
+#   events             vip_send_lat -e (VipRecvWait/VipSendWait) vs polling, with the
+#                      library's adaptive spin and with none (VIP_WAIT_SPIN_US=0: every
+#                      wait sleeps)
+#   first message      vip_wake_lat's test first (the first message on a new connection,
+#                      to a receiver blocked since it connected) vs os_wake_lat's over a
+#                      new pipe and a new UDP socket pair
+#   wake-up, delivery  vip_wake_lat vs os_wake_lat (pipe, UDP): one-way time to a
+#                      receiver asleep in its wait; the same with the sender computing
+# Each figure is the median over the runs (5, 3 with --quick); each ratio the
+# median of the per-run ratios (ours and the reference run back to back). Each
+# line shows its target (issue 8) and PASS/MISS; "-" where there is none.
+# Exit status: 0 when everything was measured (whatever the verdicts), 1 when
+# a measurement failed. Without ucx_perftest the UCX lines say n/a.
 #
-# Uses a private vipd (its own socket in a temporary directory), stopped at
-# the end even on failure. Needs fi_pingpong (Debian: libfabric-bin; `make
-# deps-bench` installs it); without ucx_perftest (ucx-utils) the UCX line says n/a.
+# Uses private vipds (their own sockets in temporary directories), stopped at
+# the end even on failure. UCX runs with its own choice of transports unless
+# UCX_TLS is set (the header says which).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -56,22 +68,23 @@ while [ $# -gt 0 ]; do
 done
 
 if [ "$QUICK" = 1 ]; then
-    RUNS=${RUNS:-3}; LAT_ITERS=20000; BW_ITERS=2000; FI_LAT_ITERS=20000; FI_BW_ITERS=500
-    UCX_BW_ITERS=2000
-    WAKE_N=300; WAKE_M=50
+    RUNS=${RUNS:-3}; LAT_N=20000; PP_N=2000; BW_N=2000; MR_N=200000; EV_N=2000
+    SCAN_N=300; WAKE_N=300; WAKE_M=50
 else
-    RUNS=${RUNS:-5}; LAT_ITERS=100000; BW_ITERS=10000; FI_LAT_ITERS=100000; FI_BW_ITERS=2000
-    UCX_BW_ITERS=10000
-    WAKE_N=1000; WAKE_M=100
+    RUNS=${RUNS:-5}; LAT_N=100000; PP_N=10000; BW_N=10000; MR_N=1000000; EV_N=10000
+    SCAN_N=1000; WAKE_N=1000; WAKE_M=100
 fi
-IDLE_VIS=1024
-# wake-up and delivery tests: messages of the wake test (-n) and of the compute
-# test (-m) per run; the programs' defaults for the rest (sender sleeps 1500 us
+NVIS=1024                 # the native VI lines
+PACED=pci                 # the paced profile of the scan line
+SCAN_VIS=64               # its VIs per NIC (the profile's SRAM holds 112)
+PP_SIZE=65536
+WINDOW=64                 # sends in flight when streaming, both sides (vip_send_bw's default)
+case "$RUNS" in '' | *[!0-9]* | 0) echo "compare_native.sh: --runs: a positive number" >&2; exit 2 ;; esac
+
+# wake-up tests: the programs' defaults for the rest (sender sleeps 1500 us
 # between messages, computes 5000 us after posting; T = 100 ms). The sender's
 # thread runs on CPU 0 and the receiver's on CPU 1, so that every transport's
-# wake-up crosses cores, and a computing sender never holds the receiver's core
-# (left to the scheduler, the two share a core on a busy machine, and the
-# figures then measure where it put them).
+# wake-up crosses cores.
 WAKE_ARGS=(-n "$WAKE_N" -m "$WAKE_M")
 WAKE_CPUS="as the scheduler places them"
 if [ "$(nproc)" -ge 2 ]; then
@@ -79,7 +92,7 @@ if [ "$(nproc)" -ge 2 ]; then
     WAKE_CPUS="sender's thread on CPU 0, receiver's on CPU 1"
 fi
 
-for p in vip_send_lat vip_send_bw vip_write_bw vip_wake_lat os_wake_lat vipd vipctl; do
+for p in vip_send_lat vip_send_bw vip_write_bw vip_wake_lat os_wake_lat vip_model vipd vipctl; do
     if [ ! -x "$BIN/$p" ]; then
         echo "compare_native.sh: $BIN/$p is missing: run 'make' first (or set B)" >&2
         exit 1
@@ -93,35 +106,36 @@ HAVE_UCX=0
 if command -v ucx_perftest >/dev/null 2>&1; then
     HAVE_UCX=1
 else
-    echo "compare_native.sh: ucx_perftest not found (Debian: ucx-utils): no UCX line" >&2
+    echo "compare_native.sh: ucx_perftest not found (Debian: ucx-utils): UCX lines n/a" >&2
 fi
+PROFILES=$(cd "$HERE/.." && pwd)/lanai-fw/profiles
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/vipcompare.XXXXXX")
 trap 'bench_cleanup; rm -rf "$WORK"' EXIT
 trap 'exit 130' INT TERM
 
-# ours COLUMN PROGRAM ARGS...: run one of our programs with --csv and set VAL
-# to COLUMN of its data line; on failure show its output and stop.
+# ours PROGRAM ARGS...: run one of our programs with --csv; its data line's
+# columns go to ROW (an array, 1-based as in the CSV: ROW[4] is column 4).
 ours() {
-    local col=$1
-    shift
-    if ! timeout 300 "$@" --csv >"$WORK/ours.out" 2>&1; then
+    if ! timeout 600 "$@" --csv >"$WORK/ours.out" 2>&1; then
         say "error: '$*' failed:"
         cat "$WORK/ours.out" >&2
         exit 1
     fi
-    VAL=$(csv_col "$col" <"$WORK/ours.out")
-    if [ -z "$VAL" ]; then
+    local line
+    line=$(awk -F, '/^#/ || /^bytes,/ { next } NF > 1 { print; exit }' "$WORK/ours.out")
+    if [ -z "$line" ]; then
         say "error: no data line in the output of '$*':"
         cat "$WORK/ours.out" >&2
         exit 1
     fi
+    IFS=, read -r -a ROW <<<",$line"
 }
 
 # wake_run NAME PROGRAM ARGS...: one vip_wake_lat/os_wake_lat run with --csv;
-# appends, for each test it ran, the median to NAME_wake or NAME_cp (compute
-# test), the compute test's maximum to NAME_cpx, and the messages not delivered
-# within T (all tests) to NAME_late. On failure show its output and stop.
+# appends the median of each test it ran to NAME_first, NAME_wake or NAME_cp
+# (compute), the compute test's maximum to NAME_cpx, and the messages not
+# delivered within T (all tests) to NAME_late.
 wake_run() {
     local name=$1 v t got=0
     shift
@@ -130,18 +144,17 @@ wake_run() {
         cat "$WORK/wake.out" >&2
         exit 1
     fi
-    local -n w=${name}_wake cp=${name}_cp cpx=${name}_cpx late=${name}_late
+    local -n f=${name}_first w=${name}_wake cp=${name}_cp cpx=${name}_cpx late=${name}_late
     # columns: test,transport,receiver,bytes,iters,late,slept_pct,min,p10,median,p90,max
-    for t in wake compute; do
+    for t in first wake compute; do
         v=$(csv_test_col $t 10 <"$WORK/wake.out")
         [ -n "$v" ] || continue
         got=$((got + 1))
-        if [ $t = wake ]; then
-            w+=("$v")
-        else
-            cp+=("$v")
-            cpx+=("$(csv_test_col $t 12 <"$WORK/wake.out")")
-        fi
+        case $t in
+        first) f+=("$v") ;;
+        wake) w+=("$v") ;;
+        compute) cp+=("$v"); cpx+=("$(csv_test_col $t 12 <"$WORK/wake.out")") ;;
+        esac
     done
     v=$(awk -F, '/^#/ || /^test,/ { next } NF > 6 { n += $6 } END { print n + 0 }' "$WORK/wake.out")
     late+=("$v")
@@ -152,74 +165,109 @@ wake_run() {
     fi
 }
 
-say "compare_native: $RUNS runs of each measurement$([ "$QUICK" = 1 ] && echo ' (--quick)')"
-vipd_start
+# calc EXPR: awk arithmetic, printed with %.4g
+calc() { awk "BEGIN { printf \"%.6g\", $1 }"; }
 
-lat=() lat_vis=() bw=() wbw=() ucx_bw=() fi_lat=() fi_bw=()
-# wake-up and delivery (see wake_run): 16 B ours / pipe / udp, 1 MiB ours / pipe
-via_wake=() via_cp=() via_cpx=() via_late=()
-pipe_wake=() pipe_cp=() pipe_cpx=() pipe_late=()
-udp_wake=() udp_cp=() udp_cpx=() udp_late=()
-# (the 1 MiB runs have no wake test: wake_run only needs their *_wake to exist)
-# shellcheck disable=SC2034
-big_via_wake=() big_via_cp=() big_via_cpx=() big_via_late=()
-# shellcheck disable=SC2034
-big_pipe_wake=() big_pipe_cp=() big_pipe_cpx=() big_pipe_late=()
+say "compare_native: $RUNS runs of each measurement$([ "$QUICK" = 1 ] && echo ' (--quick)')"
+
+# ---- native profile ----------------------------------------------------------------
+lat_med=() lat_avg=() ucx_p50=() ucx_avg=() fi_lat=()
+pp=() fi_pp=() bw=() ucx_bw=() mr=() ucx_mr=() wbw=() ucx_put=()
+lat_base=() lat_idle=() lat_active=() ev=() ev_sleep=()
+# wake-up and delivery: 16 B ours / pipe / udp, 1 MiB ours / pipe (see wake_run)
+for n in via pipe udp big_via big_pipe; do
+    eval "${n}_first=() ${n}_wake=() ${n}_cp=() ${n}_cpx=() ${n}_late=()"
+done
+VIP_PROFILE= vipd_start
 for r in $(seq "$RUNS"); do
-    # Order: each pair that forms a ratio runs back to back.
-    say "  run $r/$RUNS: fi_pingpong -p shm -e rdm -S 4"
-    fi_run 4 "$FI_LAT_ITERS"
-    fi_lat+=("$FI_USEC")
-    say "  run $r/$RUNS: vip_send_lat -s 4"
-    ours 4 "$BIN/vip_send_lat" -s 4 -n "$LAT_ITERS"
-    lat+=("$VAL")
-    say "  run $r/$RUNS: vip_send_lat -s 4 --vis $IDLE_VIS"
-    ours 4 "$BIN/vip_send_lat" -s 4 -n "$LAT_ITERS" --vis "$IDLE_VIS"
-    lat_vis+=("$VAL")
-    say "  run $r/$RUNS: fi_pingpong -p shm -e rdm -S 1048576"
-    fi_run 1048576 "$FI_BW_ITERS"
-    fi_bw+=("$FI_MBS")
-    say "  run $r/$RUNS: vip_send_bw -s 1M"
-    ours 4 "$BIN/vip_send_bw" -s 1M -n "$BW_ITERS"
-    bw+=("$VAL")
-    say "  run $r/$RUNS: vip_write_bw -s 1M"
-    ours 4 "$BIN/vip_write_bw" -s 1M -n "$BW_ITERS"
-    wbw+=("$VAL")
+    # Each pair that forms a ratio runs back to back.
+    say "  run $r/$RUNS: 4 B ping-pong: vip_send_lat, ucx_perftest -t tag_lat, fi_pingpong"
+    ours "$BIN/vip_send_lat" -s 4 -n "$LAT_N"
+    lat_med+=("${ROW[4]}") lat_avg+=("${ROW[8]}")
     if [ "$HAVE_UCX" = 1 ]; then
-        say "  run $r/$RUNS: ucx_perftest -t put_bw -s 1048576"
-        ucx_run put_bw 1048576 "$UCX_BW_ITERS"
-        ucx_bw+=("$UCX_MBS")
+        ucx_run tag_lat 4 "$LAT_N"
+        ucx_p50+=("$UCX_P50") ucx_avg+=("$UCX_AVG")
     fi
-    say "  run $r/$RUNS: os_wake_lat -t pipe -s 16"
+    fi_run 4 "$LAT_N"
+    fi_lat+=("$FI_USEC")
+    say "  run $r/$RUNS: 64 KiB ping-pong: vip_send_lat, fi_pingpong"
+    ours "$BIN/vip_send_lat" -s "$PP_SIZE" -n "$PP_N"
+    pp+=("$(calc "$PP_SIZE / ${ROW[8]}")")
+    fi_run "$PP_SIZE" "$PP_N"
+    fi_pp+=("$(calc "$PP_SIZE / $FI_USEC")")
+    say "  run $r/$RUNS: 1 MiB streaming: vip_send_bw, vip_write_bw, ucx_perftest tag_bw, put_bw"
+    ours "$BIN/vip_send_bw" -s 1M -n "$BW_N"
+    bw+=("${ROW[4]}")
+    ours "$BIN/vip_write_bw" -s 1M -n "$BW_N"
+    wbw+=("${ROW[4]}")
+    if [ "$HAVE_UCX" = 1 ]; then
+        ucx_run tag_bw 1048576 "$BW_N" -O "$WINDOW"
+        ucx_bw+=("$UCX_MBS")
+        ucx_run put_bw 1048576 "$BW_N" -x posix -d memory -D bcopy
+        ucx_put+=("$UCX_MBS")
+    fi
+    say "  run $r/$RUNS: 8 B message rate: vip_send_bw -s 8, ucx_perftest -t tag_bw -s 8"
+    ours "$BIN/vip_send_bw" -s 8 -n "$MR_N"
+    mr+=("${ROW[6]}")
+    if [ "$HAVE_UCX" = 1 ]; then
+        ucx_run tag_bw 8 "$MR_N" -O "$WINDOW"
+        ucx_mr+=("$UCX_MR")
+    fi
+    # The VI and events lines get a one-VI polling run of their own right
+    # before them: this VM's 4 B median flips between levels (0.26 and
+    # 0.52 us) from minute to minute, and the first run is minutes back.
+    say "  run $r/$RUNS: 1 VI, $NVIS VIs idle, $NVIS VIs active (vip_send_lat --vis, --active)"
+    ours "$BIN/vip_send_lat" -s 4 -n "$LAT_N"
+    lat_base+=("${ROW[4]}")
+    ours "$BIN/vip_send_lat" -s 4 -n "$LAT_N" --vis "$NVIS"
+    lat_idle+=("${ROW[4]}")
+    ours "$BIN/vip_send_lat" -s 4 -n "$LAT_N" --active "$NVIS"
+    lat_active+=("${ROW[4]}")
+    say "  run $r/$RUNS: events: vip_send_lat -e, adaptive spin and VIP_WAIT_SPIN_US=0"
+    ours "$BIN/vip_send_lat" -s 4 -n "$LAT_N" -e
+    ev+=("${ROW[4]}")
+    VIP_WAIT_SPIN_US=0 ours "$BIN/vip_send_lat" -s 4 -n "$EV_N" -e
+    ev_sleep+=("${ROW[4]}")
+    say "  run $r/$RUNS: first message and wake-up: vip_wake_lat, os_wake_lat pipe, udp"
     wake_run pipe "$BIN/os_wake_lat" -t pipe -s 16 "${WAKE_ARGS[@]}"
-    say "  run $r/$RUNS: vip_wake_lat -s 16"
     wake_run via "$BIN/vip_wake_lat" -s 16 "${WAKE_ARGS[@]}"
-    say "  run $r/$RUNS: os_wake_lat -t udp -s 16"
     wake_run udp "$BIN/os_wake_lat" -t udp -s 16 "${WAKE_ARGS[@]}"
-    say "  run $r/$RUNS: vip_wake_lat -s 1M --test compute"
     wake_run big_via "$BIN/vip_wake_lat" -s 1M --test compute "${WAKE_ARGS[@]}"
-    say "  run $r/$RUNS: os_wake_lat -t pipe -s 1M --test compute"
     wake_run big_pipe "$BIN/os_wake_lat" -t pipe -s 1M --test compute "${WAKE_ARGS[@]}"
 done
 vipd_stop
 
-m_lat=$(median "${lat[@]}")
-m_lat_vis=$(median "${lat_vis[@]}")
-m_bw=$(median "${bw[@]}")
-m_fi_lat=$(median "${fi_lat[@]}")
-m_fi_bw=$(median "${fi_bw[@]}")
+# ---- paced profile: the doorbell scan against the model ------------------------------
+# One VI per process on each NIC (-d via1: the two processes on different
+# NICs, as run_paced.sh) plus SCAN_VIS - 1 idle ones; the model's prediction
+# for the same counts (vip_model --vis).
+scan1=() scanN=()
+"$BIN/vip_model" -d "$PROFILES" --csv --vis 1 --vis "$SCAN_VIS" "$PACED" >"$WORK/model.csv"
+model1=$(awk -F, '$2 == "scan_1vi_4B" { print $3 }' "$WORK/model.csv")
+modelN=$(awk -F, -v q="scan_${SCAN_VIS}vi_4B" '$2 == q { print $3 }' "$WORK/model.csv")
+VIP_PROFILE=$PACED vipd_start
+for r in $(seq "$RUNS"); do
+    say "  run $r/$RUNS: paced $PACED: vip_send_lat -d via1 with 1 and $SCAN_VIS VIs per NIC"
+    ours "$BIN/vip_send_lat" -d via1 -s 4 -n "$SCAN_N" -w 30
+    scan1+=("${ROW[4]}")
+    ours "$BIN/vip_send_lat" -d via1 -s 4 -n "$SCAN_N" -w 30 --vis $((SCAN_VIS - 1))
+    scanN+=("${ROW[4]}")
+done
+vipd_stop
 
-# verdict VALUE OP LIMIT -> PASS / MISS
+# ---- the table ---------------------------------------------------------------------------
+# verdict VALUE OP LIMIT -> PASS / MISS ("a..b": inside)
 verdict() {
     awk -v v="$1" -v op="$2" -v l="$3" 'BEGIN {
-        ok = (op == "<=") ? (v <= l) : (v >= l); print (ok ? "PASS" : "MISS") }'
+        if (op == "in") { split(l, b, /\.\./); ok = v >= b[1] && v <= b[2] }
+        else ok = (op == "<=") ? (v <= l) : (v >= l)
+        print (ok ? "PASS" : "MISS") }'
 }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b > 0) ? a / b : 0 }'; }
 
-# Each run measures ours and the reference back to back, so a ratio is taken
-# per run and the median of those is reported: on a VM the latency of every
-# program shifts between levels from minute to minute (the host moves the
-# virtual CPUs), and pairing keeps such shifts out of the ratios.
+# Ratios are taken per run and the median of those reported: on a VM every
+# program's latency shifts between levels from minute to minute, and pairing
+# keeps such shifts out of the ratios.
 pair_ratios() { # NAME_A NAME_B -> median of A[i]/B[i]
     local -n a=$1 b=$2
     local i rs=()
@@ -228,76 +276,121 @@ pair_ratios() { # NAME_A NAME_B -> median of A[i]/B[i]
     done
     median "${rs[@]}"
 }
-r_lat=$(printf '%.2f' "$(pair_ratios lat fi_lat)")
-r_bw=$(printf '%.2f' "$(pair_ratios bw fi_bw)")
-r_vis=$(printf '%.2f' "$(pair_ratios lat_vis lat)")
 pct() { awk -v r="$1" 'BEGIN { printf "%.0f%%", r * 100 }'; }
-pct_bw=$(pct "$r_bw")
-m_wbw=$(median "${wbw[@]}")
-r_wbw=$(printf '%.2f' "$(pair_ratios wbw bw)")
-if [ "$HAVE_UCX" = 1 ]; then
-    m_ucx=$(median "${ucx_bw[@]}")
-    r_ucx=$(printf '%.2f' "$(pair_ratios wbw ucx_bw)")
-fi
+times() { awk -v r="$1" 'BEGIN { printf "%.2fx", r }'; }
 
-# wake_line LABEL OURS REF: a line of the wake-up and delivery part (arrays;
-# no target)
-wake_line() {
-    local -n a=$2 b=$3
-    printf '%-42s %12.2f %14.2f %9sx %10s %6s\n' "$1" "$(median "${a[@]}")" \
-        "$(median "${b[@]}")" "$(printf '%.2f' "$(pair_ratios "$2" "$3")")" "-" "-"
+W='%-44s %10s %10s  %-28s %7s %10s %5s\n'
+# row LABEL OURS REF STAT RATIO TARGET RESULT
+row() { printf "$W" "$@"; }
+num() { awk -v v="$1" -v d="$2" 'BEGIN { printf "%.*f", d, v }'; }
+# line LABEL A B DIGITS STAT KIND TARGET: medians of arrays A and B, their
+# paired ratio as KIND (x: A/B, pct: A/B in %), and the verdict against
+# TARGET ("<= 1.2", ">= 1", or "-").
+line() {
+    local label=$1 a=$2 b=$3 d=$4 stat=$5 kind=$6 target=$7
+    local -n av=$a bv=$b
+    if [ "${#bv[@]}" = 0 ]; then
+        row "$label" "$(num "$(median "${av[@]}")" "$d")" "n/a" "$stat" "-" "-" "-"
+        return
+    fi
+    local r shown tshown="-" res="-"
+    r=$(pair_ratios "$a" "$b")
+    if [ "$kind" = pct ]; then shown=$(pct "$r"); else shown=$(times "$r"); fi
+    if [ "$target" != - ]; then
+        local op=${target% *} lim=${target#* }
+        res=$(verdict "$r" "$op" "$lim")
+        if [ "$kind" = pct ]; then tshown="$op $(pct "$lim")"; else tshown="$op ${lim}x"; fi
+    fi
+    row "$label" "$(num "$(median "${av[@]}")" "$d")" "$(num "$(median "${bv[@]}")" "$d")" \
+        "$stat" "$shown" "$tshown" "$res"
+}
+mbs() { # MB/s -> GB/s, for the table
+    local -n src=$1
+    local -n dst=$2
+    local v
+    dst=()
+    for v in "${src[@]}"; do dst+=("$(calc "$v / 1000")"); done
+}
+mmsg() {
+    local -n src=$1
+    local -n dst=$2
+    local v
+    dst=()
+    for v in "${src[@]}"; do dst+=("$(calc "$v / 1e6")"); done
+}
+# shellcheck disable=SC2034
+{
+    bw_g=() ucx_bw_g=() wbw_g=() ucx_put_g=() pp_g=() fi_pp_g=() mr_m=() ucx_mr_m=()
+    mbs bw bw_g; mbs ucx_bw ucx_bw_g; mbs wbw wbw_g; mbs ucx_put ucx_put_g
+    mbs pp pp_g; mbs fi_pp fi_pp_g; mmsg mr mr_m; mmsg ucx_mr ucx_mr_m
 }
 
-line='--------------------------------------------------------------------------------------------------------'
-echo "# compare_native: emulated VIA NIC (native profile) vs libfabric shm (fi_pingpong -p shm -e rdm), its RDMA"
-echo "# write vs its send/receive and vs UCX shared-memory put (ucx_perftest -t put_bw),"
-echo "# and its wake-up and delivery times vs a pipe and a UDP socket pair (os_wake_lat)"
-echo "# host $(hostname), $(nproc) CPUs, $(date -u '+%Y-%m-%d %H:%M UTC'); each figure the median of $RUNS runs"
-echo "# latency: one-way, microseconds (ours: median RTT/2 of $LAT_ITERS ping-pongs; fi: usec/xfer)"
-echo "# bandwidth: MB/s, MB = 10^6 bytes (ours: streaming, $BW_ITERS msgs, tx depth 64, sends and RDMA writes alike;"
-echo "#   fi: ping-pong MB/sec; UCX: put_bw overall, $UCX_BW_ITERS puts)"
-echo "# wake-up: one-way, microseconds, median over $WAKE_N messages: receiver's return from a blocking wait"
-echo "#   (VipRecvWait / read() / recv()) minus the sender's post time, CLOCK_MONOTONIC; the sender sleeps"
-echo "#   1500 us between messages, so the receiver is asleep (past VIPL's spin budget of <= 100 us)"
-echo "# delivery, sender busy: the same over $WAKE_M messages, the sender computing 5000 us after each post"
-echo "#   before its next call (ours: the VipSendWait that reaps the send); both: $WAKE_CPUS"
-echo "$line"
-printf '%-42s %12s %14s %10s %10s %6s\n' "measurement" "ours" "reference" "ratio" "target" "result"
-echo "$line"
-printf '%-42s %12.3f %14.3f %9sx %10s %6s\n' "4 B one-way latency [us]" \
-    "$m_lat" "$m_fi_lat" "$r_lat" "<= 3x" "$(verdict "$r_lat" "<=" 3)"
-printf '%-42s %12.0f %14.0f %10s %10s %6s\n' "1 MiB bandwidth [MB/s]" \
-    "$m_bw" "$m_fi_bw" "$pct_bw" ">= 50%" "$(verdict "$r_bw" ">=" 0.5)"
-printf '%-42s %12.0f %14.0f %10s %10s %6s\n' "1 MiB RDMA write vs send/recv [MB/s]" \
-    "$m_wbw" "$m_bw" "$(pct "$r_wbw")" ">= 100%" "$(verdict "$r_wbw" ">=" 1)"
-if [ "$HAVE_UCX" = 1 ]; then
-    printf '%-42s %12.0f %14.0f %10s %10s %6s\n' "1 MiB RDMA write vs UCX put_bw [MB/s]" \
-        "$m_wbw" "$m_ucx" "$(pct "$r_ucx")" "-" "-"
-else
-    printf '%-42s %12.0f %14s %10s %10s %6s\n' "1 MiB RDMA write vs UCX put_bw [MB/s]" \
-        "$m_wbw" "n/a" "-" "-" "-"
-fi
-printf '%-42s %12.3f %14.3f %9sx %10s %6s\n' "4 B latency, $IDLE_VIS idle VIs [us]" \
-    "$m_lat_vis" "$m_lat" "$r_vis" "<= 1.2x" "$(verdict "$r_vis" "<=" 1.2)"
-wake_line "16 B wake-up latency vs pipe [us]" via_wake pipe_wake
-wake_line "16 B wake-up latency vs UDP [us]" via_wake udp_wake
-wake_line "16 B delivery, sender busy, vs pipe [us]" via_cp pipe_cp
-wake_line "16 B delivery, sender busy, vs UDP [us]" via_cp udp_cp
-wake_line "1 MiB delivery, sender busy, vs pipe [us]" big_via_cp big_pipe_cp
-echo "$line"
-echo "# reference: fi_pingpong (shm) for the first two lines; our send/receive (vip_send_bw) and"
-echo "# ucx_perftest -t put_bw (UCT posix, bcopy; its MiB/s converted) for the RDMA write lines;"
-echo "# ours with no idle VIs for the 1024-VI line;"
-echo "# os_wake_lat -t pipe | udp (the same program logic, wake_util.h) for the wake-up and delivery lines."
-echo "# ratio: median over the runs of ours/reference, both measured back to back in each run."
-echo "# runs: latency ours ${lat[*]} | fi ${fi_lat[*]}"
-echo "# runs: bandwidth ours ${bw[*]} | fi ${fi_bw[*]}"
-echo "# runs: 1 MiB RDMA write ${wbw[*]} | UCX put_bw ${ucx_bw[*]:-n/a}"
-echo "# runs: latency with $IDLE_VIS idle VIs ${lat_vis[*]}"
+rule='----------------------------------------------------------------------------------------------------------------------'
+echo "# compare_native: the emulated VIA NIC, native profile, vs UCX (ucx_perftest) and libfabric shm"
+echo "# (fi_pingpong -p shm -e rdm); paced profile $PACED vs its timing model; wake-up vs a pipe and UDP"
+echo "# host $(hostname), $(nproc) CPUs, $(date -u '+%Y-%m-%d %H:%M UTC'); load average $(cut -d' ' -f1-3 /proc/loadavg);" \
+    "each figure the median of $RUNS runs"
+echo "# UCX transports: ${UCX_TLS:-chosen by UCX (UCX_TLS unset)}; put_bw: UCT posix, bcopy"
+echo "# ratio: median over the runs of ours/reference (both measured back to back in each run);"
+echo "#   for rates, ours/reference >= target; for times, ours/reference <= target"
+echo "$rule"
+row "measurement" "ours" "reference" "statistic (ours / reference)" "ratio" "target" "result"
+echo "$rule"
+line "4 B one-way [us] vs UCX tag_lat" lat_med ucx_p50 3 "median / 50th pct (typical)" x "<= 1.2"
+line "4 B one-way [us] vs UCX tag_lat" lat_avg ucx_avg 3 "mean / mean" x -
+line "4 B one-way [us] vs fi_pingpong shm" lat_avg fi_lat 3 "mean / mean (usec/xfer)" x -
+line "64 KiB ping-pong [GB/s] vs fi_pingpong shm" pp_g fi_pp_g 2 "bytes / mean one-way" pct ">= 1"
+line "1 MiB streaming [GB/s] vs UCX tag_bw" bw_g ucx_bw_g 2 "whole run, window 64 / 64" pct ">= 1"
+line "8 B message rate [Mmsg/s] vs UCX tag_bw" mr_m ucx_mr_m 3 "whole run, window 64 / 64" pct ">= 0.7"
+line "1 MiB RDMA write [GB/s] vs our send stream" wbw_g bw_g 2 "whole run / whole run" pct ">= 1"
+line "1 MiB RDMA write [GB/s] vs UCX put_bw" wbw_g ucx_put_g 2 "whole run (UCX overall)" pct -
+line "4 B one-way, $NVIS idle VIs [us] vs 1 VI" lat_idle lat_base 3 "median / median" x "<= 1.2"
+line "4 B one-way, $NVIS VIs active [us] vs 1 VI" lat_active lat_base 3 "median / median" x -
+# The paced line takes each count's least disturbed run (the lowest median):
+# a paced ping-pong of 64 VIs lasts long enough to lose its CPU on a loaded
+# machine, and one such run would otherwise stand for the scan.
+# shellcheck disable=SC2034
+{ m_growth=("$(calc "$(printf '%s\n' "${scanN[@]}" | sort -g | head -1) - \
+      $(printf '%s\n' "${scan1[@]}" | sort -g | head -1)")")
+  model_growth=("$(calc "$modelN - $model1")"); }
+line "paced $PACED: 1->$SCAN_VIS VIs, growth [us] vs model" m_growth model_growth 1 \
+    "best run's median / predicted" x "in 0.75..1.33"
+line "4 B one-way, events (-e) [us] vs polling" ev lat_base 3 "median / median" x -
+line "4 B one-way, events, every wait sleeps [us]" ev_sleep lat_base 3 "median / median (polling)" x -
+line "16 B first message [us] vs a new pipe" via_first pipe_first 1 "median over runs (1 each)" x -
+line "16 B first message [us] vs a new UDP pair" via_first udp_first 1 "median over runs (1 each)" x -
+line "16 B wake-up [us] vs pipe" via_wake pipe_wake 1 "median / median" x "<= 2"
+line "16 B wake-up [us] vs UDP" via_wake udp_wake 1 "median / median" x -
+line "16 B delivery, sender busy [us] vs pipe" via_cp pipe_cp 1 "median / median" x -
+line "16 B delivery, sender busy [us] vs UDP" via_cp udp_cp 1 "median / median" x -
+line "1 MiB delivery, sender busy [us] vs pipe" big_via_cp big_pipe_cp 1 "median / median" x -
+m_first=$(median "${via_first[@]}")
+row "16 B first message [us], bound" "$(num "$m_first" 1)" "-" "median over runs (1 each)" "-" \
+    "<= 1000us" "$(verdict "$m_first" "<=" 1000)"
+echo "$rule"
+echo "# 4 B one-way: ping-pong, RTT/2 (vip_send_lat, $LAT_N iterations; tag_lat, fi_pingpong the same count)."
+echo "# 64 KiB: vip_send_lat -s 64K and fi_pingpong -S 65536, $PP_N iterations; 65536 B / mean one-way time."
+echo "# streaming: vip_send_bw / vip_write_bw ($BW_N x 1 MiB, $WINDOW in flight) and tag_bw -O $WINDOW / put_bw ($BW_N);"
+echo "#   8 B rate: $MR_N messages each side. GB = 10^9 bytes."
+echo "# VIs: native has hardware doorbells (no scan); --vis adds idle VIs, --active $NVIS goes round"
+echo "#   $NVIS connected VIs; paced $PACED: model 1 VI $model1 us, $SCAN_VIS VIs $modelN us (vip_model --vis),"
+echo "#   measured with -d via1, $SCAN_N iterations, each count's lowest median over the runs; its target:"
+echo "#   measured growth within 0.75..1.33 of the model's."
+echo "# events: -e waits in VipRecvWait/VipSendWait; 'every wait sleeps': VIP_WAIT_SPIN_US=0, $EV_N iterations."
+echo "# first/wake-up/delivery: os_wake_lat and vip_wake_lat (wake_util.h, the same method): one-way, the"
+echo "#   receiver asleep in VipRecvWait/read()/recv(); sender sleeps 1500 us between messages ($WAKE_N),"
+echo "#   computes 5000 us after posting in the delivery test ($WAKE_M); $WAKE_CPUS."
+echo "# runs: 4 B median ours ${lat_med[*]} | UCX p50 ${ucx_p50[*]:-n/a}"
+echo "# runs: 4 B mean ours ${lat_avg[*]} | UCX ${ucx_avg[*]:-n/a} | fi ${fi_lat[*]}"
+echo "# runs: 64 KiB MB/s ours ${pp[*]} | fi ${fi_pp[*]}"
+echo "# runs: 1 MiB MB/s send ${bw[*]} | write ${wbw[*]} | UCX tag_bw ${ucx_bw[*]:-n/a} | put_bw ${ucx_put[*]:-n/a}"
+echo "# runs: 8 B msg/s ours ${mr[*]} | UCX ${ucx_mr[*]:-n/a}"
+echo "# runs: 4 B median, 1 VI ${lat_base[*]} | $NVIS idle ${lat_idle[*]} | $NVIS active ${lat_active[*]}"
+echo "# runs: paced $PACED 1 VI ${scan1[*]} | $SCAN_VIS VIs ${scanN[*]}"
+echo "# runs: events ${ev[*]} | every wait sleeps ${ev_sleep[*]}"
+echo "# runs: 16 B first ours ${via_first[*]} | pipe ${pipe_first[*]} | udp ${udp_first[*]}"
 echo "# runs: 16 B wake-up ours ${via_wake[*]} | pipe ${pipe_wake[*]} | udp ${udp_wake[*]}"
-echo "# runs: 16 B delivery, sender busy, median ours ${via_cp[*]} | pipe ${pipe_cp[*]} | udp ${udp_cp[*]}"
 echo "# runs: 16 B delivery, sender busy, max ours ${via_cpx[*]} | pipe ${pipe_cpx[*]} | udp ${udp_cpx[*]}"
-echo "# runs: 1 MiB delivery, sender busy, median ours ${big_via_cp[*]} | pipe ${big_pipe_cp[*]}"
 echo "# runs: 1 MiB delivery, sender busy, max ours ${big_via_cpx[*]} | pipe ${big_pipe_cpx[*]}"
 echo "# runs: messages not delivered within T = 100 ms: ours ${via_late[*]} | pipe ${pipe_late[*]} |" \
     "udp ${udp_late[*]} | 1 MiB ours ${big_via_late[*]} | pipe ${big_pipe_late[*]}"

@@ -4,13 +4,16 @@
 #           -e "out='bench/results/native_bandwidth.png'" \
 #           [-e "lat='bench/results/native_latency.csv'"] \
 #           [-e "wbw='bench/results/native_rdma_write_bandwidth.csv'"] \
-#           [-e "ref='bench/results/fi_shm_pingpong.csv'"] bench/plot_bandwidth.gp
+#           [-e "ref='bench/results/fi_shm_pingpong.csv'"] \
+#           [-e "ucx='bench/results/ucx_tag.csv'"] bench/plot_bandwidth.gp
 #
 # data: CSV of vip_send_bw -a --csv (columns bytes, MB_per_s): streaming
 # lat:  optional CSV of vip_send_lat -a --csv: ping-pong bandwidth is
 #       bytes / one-way latency
 # wbw:  optional CSV of vip_write_bw -a --csv: RDMA write, streaming
 # ref:  optional CSV with columns bytes, MB_per_s (fi_pingpong, shm: ping-pong)
+# ucx:  optional CSV of ucx_sweep.sh (columns bytes, MB_per_s: ucx_perftest
+#       -t tag_bw, streaming, whole run)
 # MB = 10^6 bytes.
 
 if (!exists("data")) data = 'bench/results/native_bandwidth.csv'
@@ -35,8 +38,11 @@ s_pp = 'lat using "bytes":(column("bytes") / column("median_us")) with linespoin
 s_w = 'wbw using "bytes":"MB_per_s" with linespoints lw 2 pt 11 title "emulated VIA NIC, RDMA write, streaming (vip\\_write\\_bw)"'
 s_ref = 'ref using "bytes":"MB_per_s" with linespoints lw 2 pt 5 title "libfabric shm, ping-pong (fi\\_pingpong)"'
 
+s_ucx = 'ucx using "bytes":"MB_per_s" with linespoints lw 2 pt 9 title "UCX, streaming (ucx\\_perftest -t tag\\_bw)"'
+
 cmd = 'plot ' . s_stream
 if (exists("wbw")) cmd = cmd . ', ' . s_w
 if (exists("lat")) cmd = cmd . ', ' . s_pp
 if (exists("ref")) cmd = cmd . ', ' . s_ref
+if (exists("ucx")) cmd = cmd . ', ' . s_ucx
 eval cmd

@@ -4,12 +4,15 @@
 #           -e "out='bench/results/native_latency.png'" \
 #           [-e "wlat='bench/results/native_rdma_write_latency.csv'"] \
 #           [-e "rlat='bench/results/native_rdma_read_latency.csv'"] \
-#           [-e "ref='bench/results/fi_shm_pingpong.csv'"] bench/plot_latency.gp
+#           [-e "ref='bench/results/fi_shm_pingpong.csv'"] \
+#           [-e "ucx='bench/results/ucx_tag.csv'"] bench/plot_latency.gp
 #
 # data: CSV of vip_send_lat -a --csv (columns bytes, median_us, p99_us, min_us)
 # wlat: optional CSV of vip_write_lat -a --csv (RDMA write, RTT/2)
 # rlat: optional CSV of vip_read_lat -a --csv (RDMA read: the whole read, not halved)
 # ref:  optional CSV with columns bytes, usec_per_xfer (fi_pingpong, shm)
+# ucx:  optional CSV of ucx_sweep.sh (columns bytes, lat_p50_us, lat_avg_us:
+#       ucx_perftest -t tag_lat, one-way)
 
 if (!exists("data")) data = 'bench/results/native_latency.csv'
 if (!exists("out")) out = 'bench/results/native_latency.png'
@@ -35,8 +38,12 @@ s_w = 'wlat using "bytes":"median_us" with linespoints lw 2 pt 11 title "RDMA wr
 s_r = 'rlat using "bytes":"median_us" with linespoints lw 2 pt 13 title "RDMA read (post to completion), median"'
 s_ref = 'ref using "bytes":"usec_per_xfer" with linespoints lw 2 pt 5 title "libfabric shm (fi\\_pingpong), mean"'
 
+s_ucx = 'ucx using "bytes":"lat_p50_us" with linespoints lw 2 pt 9 title "UCX (ucx\\_perftest -t tag\\_lat), 50th percentile"'
+s_ucxm = 'ucx using "bytes":"lat_avg_us" with lines dt 4 lw 1 title "UCX tag\\_lat, mean"'
+
 cmd = 'plot ' . s_med . ', ' . s_p99 . ', ' . s_min
 if (exists("wlat")) cmd = cmd . ', ' . s_w
 if (exists("rlat")) cmd = cmd . ', ' . s_r
 if (exists("ref")) cmd = cmd . ', ' . s_ref
+if (exists("ucx")) cmd = cmd . ', ' . s_ucx . ', ' . s_ucxm
 eval cmd

@@ -14,8 +14,10 @@
 #                         -> results/native_rdma_write_latency.csv,
 #                            native_rdma_write_bandwidth.csv, native_rdma_read_latency.csv
 #   4. reference sweep  fi_pingpong -p shm -e rdm    -> results/fi_shm_pingpong.csv
+#                       ucx_perftest tag_lat, tag_bw -> results/ucx_tag.csv (ucx_sweep.sh)
 #   5. comparison       compare_native.sh            -> results/native_compare.txt
-#                       (vs fi_pingpong; RDMA write vs send/receive and UCX put;
+#                       (like for like vs UCX and fi_pingpong, each line with its
+#                       statistic, ratio and target; VIs; events; first message,
 #                       wake-up and delivery vs a pipe and UDP)
 #   6. plots (if gnuplot is installed)               -> results/native_latency.png,
 #                                                       results/native_bandwidth.png
@@ -128,6 +130,14 @@ else
     say "      fi_pingpong not found (Debian: libfabric-bin): no reference sweep"
 fi
 
+UCX_CSV=$RES/ucx_tag.csv
+UARGS=()
+[ "$QUICK" = 1 ] && UARGS=(--quick)
+if ! "$HERE/ucx_sweep.sh" "${UARGS[@]}" "$UCX_CSV"; then
+    say "      no UCX sweep (ucx_perftest missing or failed): the plots show no UCX curves"
+    UCX_CSV=
+fi
+
 step 5 "comparison with libfabric shm, UCX, a pipe and UDP: compare_native.sh"
 rm -f "$RES/native_compare.txt"
 if [ -n "$FI_CSV" ]; then
@@ -147,10 +157,10 @@ if command -v gnuplot >/dev/null 2>&1; then
     gnuplot -e "data='$RES/native_latency.csv'" -e "out='$RES/native_latency.png'" \
         -e "wlat='$RES/native_rdma_write_latency.csv'" \
         -e "rlat='$RES/native_rdma_read_latency.csv'" \
-        ${FI_CSV:+-e "ref='$FI_CSV'"} "$HERE/plot_latency.gp"
+        ${FI_CSV:+-e "ref='$FI_CSV'"} ${UCX_CSV:+-e "ucx='$UCX_CSV'"} "$HERE/plot_latency.gp"
     gnuplot -e "data='$RES/native_bandwidth.csv'" -e "out='$RES/native_bandwidth.png'" \
         -e "lat='$RES/native_latency.csv'" -e "wbw='$RES/native_rdma_write_bandwidth.csv'" \
-        ${FI_CSV:+-e "ref='$FI_CSV'"} "$HERE/plot_bandwidth.gp"
+        ${FI_CSV:+-e "ref='$FI_CSV'"} ${UCX_CSV:+-e "ucx='$UCX_CSV'"} "$HERE/plot_bandwidth.gp"
     say "      $RES/native_latency.png, $RES/native_bandwidth.png"
 else
     say "      gnuplot not found (Debian: gnuplot-nox): no plots"

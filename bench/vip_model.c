@@ -7,7 +7,11 @@
  * doorbell-scan scaling, and the same for RDMA write (rdma_write below).
  * `make bench` prints these beside the measurements.
  *
- *   vip_model [-d PROFILE_DIR] [--csv] PROFILE...
+ *   vip_model [-d PROFILE_DIR] [--csv] [--vis N]... PROFILE...
+ *
+ * --vis N (repeatable): print only the predicted 4-byte one-way latency
+ * with N VIs on each NIC, the doorbell-scan scaling at the VI counts a
+ * measurement used (compare_native.sh's scan line).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,13 +139,48 @@ static void one(const struct via_profile *p, int csv)
     printf(" Mbit/s (4 KB: %.0f)\n", r4k.bw_mbps);
 }
 
+/* The scan lines alone: 4-byte one-way with each of vis[0..nvis) VIs per
+ * NIC (the firmware's loop polls them and the command queue). */
+static void scan_only(const struct via_profile *p, int csv, const unsigned *vis, size_t nvis)
+{
+    if (csv)
+        printf("# profile,quantity,value,unit\n");
+    else
+        printf("profile %s\n  doorbell scan, 4 B one-way:", p->name);
+    for (size_t i = 0; i < nvis; i++) {
+        struct fw_prediction m;
+        fw_predict(p, FW_EXT_STANDARD, 4, vis[i] + 1, &m);
+        if (csv)
+            printf("%s,scan_%uvi_4B,%.3f,us\n", p->name, vis[i], m.oneway / 1000);
+        else
+            printf("  %u VI %.2f", vis[i], m.oneway / 1000);
+    }
+    if (!csv)
+        printf(" us\n");
+}
+
+#define USAGE "usage: vip_model [-d PROFILE_DIR] [--csv] [--vis N]... PROFILE...\n"
+
 int main(int argc, char **argv)
 {
     const char *dir = "lanai-fw/profiles";
     int csv = 0, any = 0;
+    unsigned vis[16];
+    size_t nvis = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-d") && i + 1 < argc) {
             dir = argv[++i];
+            continue;
+        }
+        if (!strcmp(argv[i], "--vis") && i + 1 < argc) {
+            char *end;
+            unsigned long v = strtoul(argv[++i], &end, 10);
+            if (*end || end == argv[i] || v < 1 || v > 4096 || nvis == 16) {
+                fprintf(stderr, "vip_model: --vis: '%s' is not a VI count in 1..4096 (at most "
+                        "16 of them)\n", argv[i]);
+                return 2;
+            }
+            vis[nvis++] = (unsigned)v;
             continue;
         }
         if (!strcmp(argv[i], "--csv")) {
@@ -149,7 +188,7 @@ int main(int argc, char **argv)
             continue;
         }
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: vip_model [-d PROFILE_DIR] [--csv] PROFILE...\n");
+            printf(USAGE);
             return 0;
         }
         struct via_profile p;
@@ -158,11 +197,14 @@ int main(int argc, char **argv)
             fprintf(stderr, "vip_model: %s\n", err);
             return 1;
         }
-        one(&p, csv);
+        if (nvis)
+            scan_only(&p, csv, vis, nvis);
+        else
+            one(&p, csv);
         any = 1;
     }
     if (!any) {
-        fprintf(stderr, "usage: vip_model [-d PROFILE_DIR] [--csv] PROFILE...\n");
+        fprintf(stderr, USAGE);
         return 2;
     }
     return 0;

@@ -9,6 +9,12 @@
  * cycle time between consecutive posts is one round trip, and the reported
  * latency is half of it (RTT/2), as perftest reports it.
  *
+ * With --active N each process connects N VIs and the ping-pong goes round
+ * them: iteration i uses VI i mod N, so every VI of both NICs carries
+ * traffic (--vis only adds idle ones). One message is in flight at a time,
+ * so all VIs share the send descriptor and the receive buffers; each keeps
+ * its own RQ_DEPTH receives posted.
+ *
  * Completions are polled (VipRecvDone/VipSendDone, never sleeping), as
  * perftest polls by default; with -e (events, as perftest's -e) both ends
  * block in VipRecvWait/VipSendWait instead, which poll briefly and then
@@ -24,22 +30,37 @@
 #define DISC_TAG 0x4c41u /* "LA" */
 
 
-/* One end: a connected VI, RQ_DEPTH receives of the largest size, and one
- * send descriptor and buffer. */
-struct end {
-    struct bu_ep ep;
-    VIP_DESCRIPTOR *sdesc, *rdesc; /* rdesc[RQ_DEPTH] */
-    uint8_t *sbuf, *rbuf;          /* rbuf: RQ_DEPTH slots of max bytes */
-    VIP_MEM_HANDLE dmh, smh, rmh;
-    uint32_t max;
-    uint64_t rhead; /* receives completed so far */
-    bool events;    /* wait (-e) or poll for completions */
+struct opts {
+    struct bu_opts c;
+    size_t active; /* --active: connected VIs per process, used in turn */
 };
 
-static void end_setup(struct end *e, const struct bu_opts *o, bool server)
+/* One end: `nvi` connected VIs (the first is ep.vi), RQ_DEPTH receives of
+ * the largest size on each, and one send descriptor and buffer. */
+struct end {
+    struct bu_ep ep;
+    size_t nvi;
+    VIP_VI_HANDLE *vis;            /* vis[0] == ep.vi */
+    uint64_t *rhead;               /* per VI: receives completed so far */
+    VIP_DESCRIPTOR *sdesc, *rdesc; /* rdesc[nvi * RQ_DEPTH] */
+    uint8_t *sbuf, *rbuf;          /* rbuf: RQ_DEPTH slots of max bytes, shared by the VIs */
+    VIP_MEM_HANDLE dmh, smh, rmh;
+    uint32_t max;
+    bool events; /* wait (-e) or poll for completions */
+};
+
+/* VI k's discriminator: the program's, with k in the top bits. */
+static uint64_t vi_disc(const struct opts *o, size_t k)
 {
+    return o->c.disc ^ (uint64_t)k << 48;
+}
+
+static void end_setup(struct end *e, const struct opts *op, bool server)
+{
+    const struct bu_opts *o = &op->c;
     bu_open(&e->ep, server ? o->server_dev : o->client_dev, o->rel);
     e->events = o->events;
+    e->nvi = op->active;
     e->max = o->sizes[o->nsizes - 1];
     if (e->max > e->ep.attrs.MaxTransferSize)
         bu_die("%u bytes exceed the MaxTransferSize of %s (%lu bytes)", e->max, e->ep.dev,
@@ -48,27 +69,50 @@ static void end_setup(struct end *e, const struct bu_opts *o, bool server)
         bu_die("NIC %s queues hold only %lu descriptors", e->ep.dev,
                (unsigned long)e->ep.attrs.MaxDescriptorsPerQueue);
     size_t slot = e->max ? e->max : 1;
-    e->sdesc = bu_alloc(&e->ep, (RQ_DEPTH + 1) * sizeof(VIP_DESCRIPTOR), &e->dmh);
+    e->sdesc = bu_alloc(&e->ep, (e->nvi * RQ_DEPTH + 1) * sizeof(VIP_DESCRIPTOR), &e->dmh);
     e->rdesc = e->sdesc + 1;
     e->sbuf = bu_alloc(&e->ep, slot, &e->smh);
     e->rbuf = bu_alloc(&e->ep, RQ_DEPTH * slot, &e->rmh);
+    e->vis = calloc(e->nvi, sizeof *e->vis);
+    e->rhead = calloc(e->nvi, sizeof *e->rhead);
+    if (!e->vis || !e->rhead)
+        bu_die("out of memory");
     bu_open_idle_vis(&e->ep, o->vis);
-    e->ep.vi = bu_create_vi(&e->ep);
-    /* Receives go up before the connection exists: nothing can arrive
-     * without one. */
-    for (unsigned i = 0; i < RQ_DEPTH; i++) {
-        bu_desc_init(&e->rdesc[i], e->rbuf + i * slot, e->rmh, e->max);
-        BU_CHECK(VipPostRecv(e->ep.vi, &e->rdesc[i], e->dmh));
+    for (size_t k = 0; k < e->nvi; k++) {
+        e->ep.vi = e->vis[k] = bu_create_vi(&e->ep);
+        /* Receives go up before the connection exists: nothing can arrive
+         * without one. */
+        for (unsigned i = 0; i < RQ_DEPTH; i++) {
+            VIP_DESCRIPTOR *d = &e->rdesc[k * RQ_DEPTH + i];
+            bu_desc_init(d, e->rbuf + i * slot, e->rmh, e->max);
+            BU_CHECK(VipPostRecv(e->vis[k], d, e->dmh));
+        }
+        bu_connect(&e->ep, server, bu_peer_name(o), vi_disc(op, k));
     }
-    bu_connect(&e->ep, server, bu_peer_name(o), o->disc);
+    e->ep.vi = e->vis[0];
 }
 
-/* Wait for the next receive, check it carries message `seq` of `size`
- * bytes, and post it again. */
-static void recv_one(struct end *e, uint32_t size, uint64_t seq)
+/* Tear down the VIs beyond the first (bu_close does the first). The
+ * server disconnects them once it has the bye; the client after its bye
+ * went out, by which time they may be disconnected already. */
+static void end_close_extra(struct end *e)
 {
-    VIP_DESCRIPTOR *d, *want = &e->rdesc[e->rhead % RQ_DEPTH];
-    VIP_RETURN rc = bu_next_desc(e->ep.vi, true, e->events, BU_WAIT_MS, &d);
+    for (size_t k = 1; k < e->nvi; k++) {
+        VIP_RETURN rc = VipDisconnect(e->vis[k]);
+        if (rc != VIP_SUCCESS && rc != VIP_INVALID_STATE)
+            bu_die("VipDisconnect failed: %s: %s", vip_strerror(rc), vip_last_error());
+        BU_CHECK(VipDestroyVi(e->vis[k]));
+    }
+    free(e->vis);
+    free(e->rhead);
+}
+
+/* Wait for the next receive on VI k, check it carries message `seq` of
+ * `size` bytes, and post it again. */
+static void recv_one(struct end *e, size_t k, uint32_t size, uint64_t seq)
+{
+    VIP_DESCRIPTOR *d, *want = &e->rdesc[k * RQ_DEPTH + e->rhead[k] % RQ_DEPTH];
+    VIP_RETURN rc = bu_next_desc(e->vis[k], true, e->events, BU_WAIT_MS, &d);
     if (rc == VIP_TIMEOUT)
         bu_die("no message for %u s (message %" PRIu64 " of %u bytes): the peer is stuck",
                BU_WAIT_MS / 1000, seq, size);
@@ -89,25 +133,25 @@ static void recv_one(struct end *e, uint32_t size, uint64_t seq)
             bu_die("message %" PRIu64 " of %u bytes: payload carries %u/%u, expected %u", seq,
                    size, p[0], p[size - 1], tag);
     }
-    BU_CHECK(VipPostRecv(e->ep.vi, d, e->dmh));
-    e->rhead++;
+    BU_CHECK(VipPostRecv(e->vis[k], d, e->dmh));
+    e->rhead[k]++;
 }
 
-static void post_send(struct end *e, uint32_t size, uint64_t seq)
+static void post_send(struct end *e, size_t k, uint32_t size, uint64_t seq)
 {
     if (size) {
         e->sbuf[0] = (uint8_t)seq;
         e->sbuf[size - 1] = (uint8_t)seq;
     }
     bu_desc_init(e->sdesc, e->sbuf, e->smh, size);
-    BU_CHECK(VipPostSend(e->ep.vi, e->sdesc, e->dmh));
+    BU_CHECK(VipPostSend(e->vis[k], e->sdesc, e->dmh));
 }
 
-/* Reap the one send in flight. */
-static void reap_send(struct end *e)
+/* Reap the one send in flight, on VI k. */
+static void reap_send(struct end *e, size_t k)
 {
     VIP_DESCRIPTOR *d;
-    VIP_RETURN rc = bu_next_desc(e->ep.vi, false, e->events, BU_WAIT_MS, &d);
+    VIP_RETURN rc = bu_next_desc(e->vis[k], false, e->events, BU_WAIT_MS, &d);
     if (rc == VIP_TIMEOUT)
         bu_die("a send did not complete in %u s", BU_WAIT_MS / 1000);
     if (rc != VIP_SUCCESS)
@@ -121,32 +165,39 @@ static void reap_send(struct end *e)
 
 static void server(void *arg)
 {
-    const struct bu_opts *o = arg;
+    const struct opts *op = arg;
+    const struct bu_opts *o = &op->c;
     struct end e = {0};
-    end_setup(&e, o, true);
+    end_setup(&e, op, true);
     for (size_t k = 0; k < o->nsizes; k++) {
         uint32_t size = o->sizes[k];
         uint64_t total = bu_lat_warmup(o, size) + bu_lat_iters(o, size);
         for (uint64_t i = 0; i < total; i++) {
-            recv_one(&e, size, i);
-            post_send(&e, size, i);
-            reap_send(&e);
+            size_t v = (size_t)(i % e.nvi);
+            recv_one(&e, v, size, i);
+            post_send(&e, v, size, i);
+            reap_send(&e, v);
         }
     }
     bu_bye_wait(&e.ep);
+    end_close_extra(&e);
     bu_close(&e.ep);
 }
 
-static void client(const struct bu_opts *o)
+static void client(const struct opts *op)
 {
+    const struct bu_opts *o = &op->c;
     struct bu_samples sm = bu_samples_new(o);
     struct end e = {0};
-    end_setup(&e, o, false);
+    end_setup(&e, op, false);
     const char *how = bu_completions(o, "by polling (VipRecvDone/VipSendDone)",
                                      "by events (VipRecvWait/VipSendWait)");
-    char setup[160], vis[64];
-    snprintf(setup, sizeof setup, "%zu idle VIs per process, completions %s", o->vis, how);
-    snprintf(vis, sizeof vis, "Idle VIs        : %zu per process", o->vis);
+    char setup[200], vis[96];
+    snprintf(setup, sizeof setup,
+             "%zu active VIs (used in turn) and %zu idle VIs per process, completions %s",
+             e.nvi, o->vis, how);
+    snprintf(vis, sizeof vis, "VIs             : %zu active (used in turn), %zu idle, per process",
+             e.nvi, o->vis);
     const char *about[] = {
         vis,
         bu_completions(o,
@@ -161,18 +212,23 @@ static void client(const struct bu_opts *o)
         uint32_t size = o->sizes[k];
         uint64_t warm = bu_lat_warmup(o, size), n = bu_lat_iters(o, size);
         for (uint64_t i = 0; i < warm + n; i++) {
+            size_t v = (size_t)(i % e.nvi);
             sm.t[i] = bu_now_ns();
-            post_send(&e, size, i);
+            post_send(&e, v, size, i);
             /* A message larger than the link's ring is still partly to go
              * here: waiting for the reply must move it on (VipRecvDone and
              * VipRecvWait progress the VI's send queue too). */
-            recv_one(&e, size, i);
-            reap_send(&e);
+            recv_one(&e, v, size, i);
+            reap_send(&e, v);
         }
         sm.t[warm + n] = bu_now_ns();
         bu_lat_report(o, &sm, size, warm, n, 2);
     }
-    bu_client_end(o, BU_LAT_RULE, &e.ep, e.sdesc, e.dmh);
+    if (!o->csv)
+        printf("%s\n", BU_LAT_RULE);
+    bu_bye_send(&e.ep, e.sdesc, e.dmh);
+    end_close_extra(&e);
+    bu_close(&e.ep);
     bu_samples_free(&sm);
 }
 
@@ -184,18 +240,33 @@ static void usage(FILE *f)
         .size = "default 4",
         .unit = "iterations",
         .peer = "server's", .vis = true,
+        .own = "      --active N          connect N VIs in each process and go round them,\n"
+               "                          one ping-pong each in turn (default 1)\n",
         .events = "wait for completions in VipRecvWait/VipSendWait (they\n"
                   "                          poll briefly, then sleep) instead of polling\n"
                   "                          VipRecvDone/VipSendDone (the default)"});
 }
 
+static bool own_opt(int c, const char *arg, void *ctx)
+{
+    struct opts *o = ctx;
+    if (c != 'A')
+        return false;
+    o->active = (size_t)bu_parse_count(arg, "--active", 1, 2000);
+    return true;
+}
+
 int main(int argc, char **argv)
 {
     bu_prog = "vip_send_lat";
-    struct bu_opts o;
-    bu_parse_args(&o,
+    struct opts o = {.active = 1};
+    static const struct option lo[] = {{"active", required_argument, NULL, 'A'},
+                                       {NULL, 0, NULL, 0}};
+    bu_parse_args(&o.c,
                   &(struct bu_args){.size = 4, .min_size = 0, .max_iters = 1000000000,
-                                    .vis = true, .usage = usage, .disc_tag = DISC_TAG},
+                                    .vis = true, .shortopts = "", .longopts = lo,
+                                    .own = own_opt, .ctx = &o, .usage = usage,
+                                    .disc_tag = DISC_TAG},
                   argc, argv);
     bu_fork_server(server, &o);
     client(&o);

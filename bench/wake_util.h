@@ -20,6 +20,10 @@
  * transport it uses (on a busy machine the two may share a core).
  *
  * Tests:
+ *   first    the first message of the run, the first on the connection (or
+ *            pipe, or socket pair) the two just made: the sender sleeps the
+ *            pause, then posts it to a receiver blocked since it connected.
+ *            One message, no warm-up; run every time, whatever --test says.
  *   wake     the receiver blocks (VipRecvWait, read(), recv()); the time is
  *            its wake-up latency.
  *   compute  after posting, the sender computes (-c, default 5000 us) with
@@ -52,8 +56,8 @@
 #define WK_HDR 16u /* payload header: message number, post time (ns) */
 #define WK_MAX_SIZE (1u << 20)
 
-enum wk_test { WK_WAKE, WK_COMPUTE, WK_NTESTS };
-static const char *const wk_test_name[WK_NTESTS] = {"wake", "compute"};
+enum wk_test { WK_FIRST, WK_WAKE, WK_COMPUTE, WK_NTESTS };
+static const char *const wk_test_name[WK_NTESTS] = {"first", "wake", "compute"};
 
 struct wk_opts {
     uint32_t size;             /* bytes per message, >= WK_HDR */
@@ -106,9 +110,9 @@ struct wk_transport {
 
 static inline void wk_defaults(struct wk_opts *o)
 {
-    *o = (struct wk_opts){.size = WK_HDR, .iters = {2000, 200}, .warmup = 20,
+    *o = (struct wk_opts){.size = WK_HDR, .iters = {1, 2000, 200}, .warmup = 20,
                           .pause_us = 1500, .compute_us = 5000, .timeout_ms = 100,
-                          .run = {true, true}, .cpu = {-1, -1}};
+                          .run = {true, true, true}, .cpu = {-1, -1}};
 }
 
 static inline void wk_usage_common(FILE *f)
@@ -124,7 +128,8 @@ static inline void wk_usage_common(FILE *f)
             "  -T, --timeout MS        T: a message delivered more than T after its post\n"
             "                          counts as not delivered within T (default 100 ms);\n"
             "                          none at all within %u s stops the program\n"
-            "      --test T            wake | compute | both (default both)\n"
+            "      --test T            wake | compute | both (default both); the first\n"
+            "                          message of a run is always measured (test first)\n"
             "      --compute-rx M      compute test receiver: wait (default) | poll\n"
             "      --cpus S,R          run the sender's thread on CPU S, the receiver's on R\n"
             "                          (default: where the scheduler puts them)\n"
@@ -219,6 +224,12 @@ static inline void wk_compute(uint64_t us)
     sink = x;
 }
 
+/* Unmeasured messages before test t: none before the first message. */
+static inline uint64_t wk_warmup(const struct wk_opts *o, enum wk_test t)
+{
+    return t == WK_FIRST ? 0 : o->warmup;
+}
+
 /* Message i of test t: its number carries the test in the top bits. */
 static inline uint64_t wk_seq(enum wk_test t, uint64_t i)
 {
@@ -239,7 +250,7 @@ static inline void wk_sender(const struct wk_opts *o, const struct wk_transport 
     for (int t = 0; t < WK_NTESTS; t++) {
         if (!o->run[t])
             continue;
-        uint64_t total = o->warmup + o->iters[t];
+        uint64_t total = wk_warmup(o, (enum wk_test)t) + o->iters[t];
         for (uint64_t i = 0; i < total; i++) {
             uint8_t *p = tr->buf(tr->ctx);
             uint64_t seq = wk_seq((enum wk_test)t, i);
@@ -276,7 +287,7 @@ static inline struct wk_result wk_receive_test(const struct wk_opts *o,
                                                const struct wk_transport *tr, enum wk_test t)
 {
     bool poll = t == WK_COMPUTE && o->compute_rx_poll;
-    uint64_t n = o->iters[t], total = o->warmup + n, k = 0;
+    uint64_t n = o->iters[t], warm = wk_warmup(o, t), total = warm + n, k = 0;
     double *us = malloc(n * sizeof *us);
     if (!us)
         bu_die("out of memory for %" PRIu64 " samples", n);
@@ -301,7 +312,7 @@ static inline struct wk_result wk_receive_test(const struct wk_opts *o,
                    p[o->size - 1], (uint8_t)seq);
         tr->release(tr->ctx);
         tr->ack(tr->ctx, seq);
-        if (i < o->warmup)
+        if (i < warm)
             continue;
         r.slept += slept;
         if (now - posted > o->timeout_ms * 1000000u)
@@ -369,6 +380,7 @@ static inline void wk_print_header(const struct wk_opts *o, const struct wk_tran
            o->size, o->pause_us);
     printf(" Compute test    : the sender computes %" PRIu64 " us after posting (no call)\n",
            o->compute_us);
+    printf(" First message   : test first: the run's first, on the connection just made\n");
     printf(" CPUs            : %s\n", wk_cpus(o));
     printf(" Method          : receiver's return time - sender's post time, CLOCK_MONOTONIC,\n"
            "                   one-way, in microseconds (usec); statistics over the messages\n"

@@ -1,8 +1,11 @@
 /*
- * test_bench.c - smoke runs of the RDMA benchmarks (bench/vip_write_lat,
- * vip_write_bw, vip_read_lat) against the vipd of tests/run_tests.sh, as
- * `make bench` runs them: every size from 4 B to 1 MiB, each reliability
- * level, polling and events, a few iterations each.
+ * test_bench.c - smoke runs of the benchmarks against the vipd of
+ * tests/run_tests.sh, as `make bench` and compare_native.sh run them: the
+ * RDMA programs (vip_write_lat, vip_write_bw, vip_read_lat) at every size
+ * from 4 B to 1 MiB, each reliability level, polling and events; the
+ * send/receive programs' events mode (-e) and vip_send_lat --active; the
+ * wake-up programs' first-message test; vip_model --vis. A few iterations
+ * each.
  *
  * The programs are the ones beside this one (../bin from /proc/self/exe).
  * Each run is bounded (killed after RUN_MS; its server dies with it) and
@@ -26,6 +29,12 @@
 #include <unistd.h>
 
 #include "lib/tlib.h"
+
+static const char *profile_dir(void)
+{
+    const char *d = getenv("VIP_PROFILE_DIR");
+    return d && *d ? d : "lanai-fw/profiles";
+}
 
 #define RUN_MS 60000
 #define NSIZES 19 /* -a: 4 B .. 1 MiB */
@@ -282,6 +291,127 @@ static void test_read_lat_all_sizes(void)
     check_latency(&r, 1, 5000, iters);
 }
 
+/* ---- vip_send_lat, vip_send_bw: events, VIs in use ------------------------------------ */
+
+/* -e: both programs wait in VipRecvWait/VipSendWait/VipCQWait; with no spin
+ * at all (VIP_WAIT_SPIN_US=0, inherited by the benchmark) every wait that
+ * finds nothing sleeps, and the tables must still add up. */
+static void test_send_events(void)
+{
+    struct run r;
+    char n[16];
+    unsigned iters = tl_count(200, 2000);
+    run_bench(&r, "vip_send_lat", "-s", "4", "-n", num(n, iters), "-e", "--csv", NULL);
+    check_latency(&r, 1, 4, iters);
+    TCHK(strstr(r.out, "by events") != NULL);
+    setenv("VIP_WAIT_SPIN_US", "0", 1);
+    run_bench(&r, "vip_send_lat", "-s", "64", "-n", num(n, iters), "-e", "--csv", NULL);
+    check_latency(&r, 1, 64, iters);
+    run_bench(&r, "vip_send_bw", "-s", "8", "-n", num(n, iters), "-t", "16", "-e", "--csv",
+              NULL);
+    check_bandwidth(&r, 1, 8, iters);
+    TCHK(strstr(r.out, "VipCQWait") != NULL);
+out:
+    unsetenv("VIP_WAIT_SPIN_US");
+    if (CU_get_number_of_failures())
+        SHOW(&r);
+}
+
+/* --active N: N connected VIs per process, each carrying its share of the
+ * ping-pong (each message's number and length are checked by the program:
+ * a VI that delivered to the wrong receive or none stops it). */
+static void test_send_lat_active(void)
+{
+    struct run r;
+    char n[16];
+    unsigned iters = tl_count(60, 600);
+    run_bench(&r, "vip_send_lat", "-s", "16", "-n", num(n, iters), "-w", "0", "--active", "6",
+              "--vis", "2", "--csv", NULL);
+    check_latency(&r, 1, 16, iters);
+    TCHK(strstr(r.out, "6 active VIs (used in turn) and 2 idle VIs") != NULL);
+    run_bench(&r, "vip_send_lat", "-a", "-n", "3", "-w", "1", "--active", "5", "-e", "--csv",
+              NULL);
+    check_latency(&r, NSIZES, 4, 3);
+    run_bench(&r, "vip_send_lat", "--active", "0", NULL);
+    TCHK(r.status == 1);
+    TCHK(strstr(r.err, "--active") != NULL);
+out:
+    if (CU_get_number_of_failures())
+        SHOW(&r);
+}
+
+/* ---- the wake-up programs: the first message ------------------------------------------- */
+
+/* Rows first, wake, compute of a wake-up CSV: the first is one message,
+ * delivered (not late), with a positive time. */
+static void check_wake(const struct run *r, const char *transport, unsigned wake, unsigned cp)
+{
+    TCHK(r->status == 0);
+    static const char *const tests[] = {"first", "wake", "compute"};
+    unsigned want[] = {1, wake, cp};
+    for (size_t t = 0; t < 3; t++) {
+        char key[64];
+        snprintf(key, sizeof key, "\n%s,%s,wait,16,%u,0,", tests[t], transport, want[t]);
+        const char *l = strstr(r->out, key);
+        TCHK(l != NULL);
+        /* ...,slept_pct,min,p10,median,p90,max */
+        double v[6];
+        TCHK(sscanf(l + strlen(key), "%lf,%lf,%lf,%lf,%lf,%lf", &v[0], &v[1], &v[2], &v[3],
+                    &v[4], &v[5]) == 6);
+        TCHK(v[1] > 0 && v[1] <= v[2] && v[2] <= v[3] && v[3] <= v[4] && v[4] <= v[5]);
+        if (t == 0)
+            TCHK(v[1] == v[5]); /* one sample */
+    }
+out:
+    if (CU_get_number_of_failures())
+        SHOW(r);
+}
+
+static void test_wake_first(void)
+{
+    struct run r;
+    /* -T: no message counts as late, however loaded the machine */
+    run_bench(&r, "vip_wake_lat", "-s", "16", "-n", "5", "-m", "2", "-w", "1", "-p", "300",
+              "-c", "200", "-T", "30000", "--csv", NULL);
+    check_wake(&r, "via", 5, 2);
+    run_bench(&r, "os_wake_lat", "-t", "pipe", "-s", "16", "-n", "4", "-m", "3", "-w", "1", "-p",
+              "300", "-c", "200", "-T", "30000", "--csv", NULL);
+    check_wake(&r, "pipe", 4, 3);
+}
+
+/* ---- vip_model --vis: the doorbell-scan prediction ------------------------------------ */
+
+/* scan_<vis>vi_4B of profile prof, from vip_model --csv --vis ... */
+static double model_scan(const struct run *r, const char *prof, unsigned vis)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%s,scan_%uvi_4B,", prof, vis);
+    const char *l = strstr(r->out, key);
+    return l ? strtod(l + strlen(key), NULL) : -1;
+}
+
+/* A paced profile that polls every VI's doorbells grows with the VIs, half
+ * a poll per VI per message; native (hardware doorbells) does not. */
+static void test_model_vis(void)
+{
+    struct run r;
+    run_bench(&r, "vip_model", "-d", profile_dir(), "--csv", "--vis", "1", "--vis", "65", "pci",
+              "native", NULL);
+    TCHK(r.status == 0);
+    double p1 = model_scan(&r, "pci", 1), p65 = model_scan(&r, "pci", 65);
+    double n1 = model_scan(&r, "native", 1), n65 = model_scan(&r, "native", 65);
+    TCHK(p1 > 0 && n1 >= 0 && n65 >= 0);
+    TCHK(p65 - p1 > 10); /* pci: 2 us a poll, 32 polls more */
+    TCHK(n65 == n1);
+    TCHK(strstr(r.out, "oneway_4B") == NULL); /* --vis: the scan lines only */
+    run_bench(&r, "vip_model", "--vis", "0", "pci", NULL);
+    TCHK(r.status == 2);
+    TCHK(strstr(r.err, "--vis") != NULL);
+out:
+    if (CU_get_number_of_failures())
+        SHOW(&r);
+}
+
 /* ---- bad options: a clear refusal ---------------------------------------------------- */
 
 static void test_refusals(void)
@@ -312,7 +442,9 @@ int main(int argc, char **argv)
     static const struct tl_test tests[] = {
         TL_TEST(test_write_lat_all_sizes), TL_TEST(test_write_lat_levels),
         TL_TEST(test_write_bw_all_sizes),  TL_TEST(test_write_bw_levels),
-        TL_TEST(test_read_lat_all_sizes),  TL_TEST(test_refusals),
+        TL_TEST(test_read_lat_all_sizes),  TL_TEST(test_send_events),
+        TL_TEST(test_send_lat_active),     TL_TEST(test_wake_first),
+        TL_TEST(test_model_vis),           TL_TEST(test_refusals),
         TL_END};
     return tl_main(argc, argv, "bench", tests);
 }
