@@ -403,8 +403,11 @@ void kd_op_conn_accept(struct kd_client *c, uint64_t cookie, const void *body,
         return;
     struct via_ctl_conn_done_r d = {
         .conn_id = cn->id, .side = 0, .peer_vi = vi->id, .remote_attr = vi->attr};
-    int fds[2] = {fd, s->evfd};
-    kd_send_reply(cn->req_client, cn->req_cookie, VIP_SUCCESS, NULL, &d, sizeof d, fds, 2);
+    int fds[3] = {fd, s->evfd, kd_session_pidfd(s)};
+    kd_send_reply(cn->req_client, cn->req_cookie, VIP_SUCCESS, NULL, &d, sizeof d, fds,
+                  fds[2] >= 0 ? 3 : 2);
+    if (fds[2] >= 0)
+        close(fds[2]);
     cn->req_client = NULL;
 
     struct via_ctl_conn_done_r *a = kd_body(r, sizeof *a);
@@ -416,6 +419,9 @@ void kd_op_conn_accept(struct kd_client *c, uint64_t cookie, const void *body,
     }
     kd_add_fd(r, fd, true);
     kd_add_fd(r, cn->req_sess->evfd, false);
+    int pidfd = kd_session_pidfd(cn->req_sess);
+    if (pidfd >= 0)
+        kd_add_fd(r, pidfd, true);
     kd_info("connection %u: via%u VI %u (pid %d) <-> via%u VI %u (pid %d)", cn->id,
             rv->nic->index, rv->id, (int)rv->sess->pid, vi->nic->index, vi->id, (int)s->pid);
 }

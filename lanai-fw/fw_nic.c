@@ -70,7 +70,7 @@ const struct via_profile *nic_profile(const struct fw_nic *nic)
 
 /* ---- VIs: the table and references -------------------------------------------- */
 
-static struct fw_vi *vi_get(struct fw_nic *nic, unsigned id)
+struct fw_vi *fw_vi_get(struct fw_nic *nic, unsigned id)
 {
     pthread_mutex_lock(&nic->lock);
     struct fw_vi *vi = id < VIA_MAX_VI ? nic->vis[id] : NULL;
@@ -80,7 +80,7 @@ static struct fw_vi *vi_get(struct fw_nic *nic, unsigned id)
     return vi;
 }
 
-static void vi_put(struct fw_vi *vi)
+void fw_vi_put(struct fw_vi *vi)
 {
     atomic_fetch_sub_explicit(&vi->refs, 1, memory_order_release);
 }
@@ -139,11 +139,12 @@ void nic_vi_set_params(struct fw_vi *vi, const struct nic_vi_params *p)
 }
 
 void nic_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t peer_vi,
-                    struct via_event_page *peer_ev)
+                    struct via_event_page *peer_ev, int peer_pidfd)
 {
     struct fw_nic *nic = vi->nic;
     fw_lock(&vi->lock);
     fw_vi_connect(vi, chan, side, peer_vi, peer_ev);
+    fw_live_watch(vi, peer_pidfd);
     fw_unlock(&vi->lock);
     /* The NIC needs a CPU of its own from the first connection on. */
     pthread_mutex_lock(&nic->lock);
@@ -308,7 +309,7 @@ static bool vi_quiet(struct fw_vi *vi)
 
 static uint64_t visit(struct fw_nic *nic, unsigned id, bool *did, bool yield)
 {
-    struct fw_vi *vi = vi_get(nic, id);
+    struct fw_vi *vi = fw_vi_get(nic, id);
     if (!vi)
         return 0;
     if (yield) {
@@ -320,7 +321,7 @@ static uint64_t visit(struct fw_nic *nic, unsigned id, bool *did, bool yield)
         vi->thread_seen = hp;
         if (polled || !fw_trylock(&vi->lock)) {
             fw_want_visit(vi);
-            vi_put(vi);
+            fw_vi_put(vi);
             return 0;
         }
     } else {
@@ -332,7 +333,7 @@ static uint64_t visit(struct fw_nic *nic, unsigned id, bool *did, bool yield)
         *did = true;
     uint64_t held = vi->held;
     fw_unlock(&vi->lock);
-    vi_put(vi);
+    fw_vi_put(vi);
     return held;
 }
 

@@ -499,6 +499,7 @@ void fw_vi_init(struct fw_vi *vi, struct fw_nic *nic, uint32_t vi_id, struct via
     vi->vi_id = vi_id;
     vi->db = db;
     vi->chan = NULL;
+    atomic_store(&vi->peer_pidfd, -1);
     vi->tx = FW_TX_IDLE;
     vi->rx = FW_RX_IDLE;
     vi->sq.head = vi->sq.tail = 0;
@@ -537,6 +538,7 @@ void fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t p
 
 void fw_vi_disconnect(struct fw_vi *vi)
 {
+    fw_live_unwatch(vi);
     fw_flush(vi);
     atomic_store(&vi->quiet, false);
     atomic_store(&vi->poll_dir, NULL);

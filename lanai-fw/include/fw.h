@@ -148,6 +148,7 @@ struct fw_vi {
     int side;               /* 0 requester, 1 acceptor */
     uint32_t peer_vi;
     struct via_event_page *peer_ev;
+    _Atomic int peer_pidfd; /* the peer process (fw_live.c), -1 if not watched */
     bool wake_peer;         /* paced: a packet was published; the peer's wake is owed */
     bool owe_peer, owe_local; /* wakes owed at the end of this turn (fw_vi_wakes) */
     /* For a host's poll without the lock (nic_vi_progress): the last run
@@ -242,7 +243,21 @@ struct fw_nic {
     _Atomic uint32_t host_polls;     /* bumped by host threads that progress */
     _Atomic uint32_t host_polls_all; /* ... all VIs at once (CQ polls) */
     _Atomic uint32_t doze;           /* futex word the thread dozes on */
+
+    /* Liveness of local peers (fw_live.c). */
+    _Atomic uint32_t nlive;          /* VIs whose peer process is watched */
+    _Atomic uint64_t live_next;      /* earliest time of the next look */
 };
+
+/* The VI of an id with a reference (NULL if none), and its release. */
+struct fw_vi *fw_vi_get(struct fw_nic *nic, unsigned id);
+void fw_vi_put(struct fw_vi *vi);
+
+/* ---- liveness of local peers (fw_live.c; vi->lock held) ---------------------- */
+/* Watch the peer process of a new connection (pidfd < 0: nothing to watch). */
+void fw_live_watch(struct fw_vi *vi, int pidfd);
+/* The connection ends: stop watching. */
+void fw_live_unwatch(struct fw_vi *vi);
 
 /* ---- per-VI pipelines (called with vi->lock held) ------------------------- */
 void fw_vi_init(struct fw_vi *vi, struct fw_nic *nic, uint32_t vi_id, struct via_vi_page *db);

@@ -75,10 +75,10 @@ void vipl_deliver_error(struct vip_vi *vi)
     if (!nic_vi_take_error(vi->hw, &ne))
         return;
     if (ne.tell_agent) {
-        /* The kernel agent breaks the connection and tells the peer; no
-         * lock of ours is held across this round trip. */
-        struct via_ctl_vi_error q = {.vi_id = vi->id, .code = ne.code};
-        vipl_call(vi->nic, VIA_CTL_VI_ERROR, &q, sizeof q, NULL, 0, NULL, NULL);
+        /* The kernel agent breaks the connection and tells the peer. Not
+         * waited for: the NIC has already broken the link and woken the
+         * peer, and a wait must keep its timeout whatever vipd does. */
+        vipl_report_vi_error(vi->nic, vi->id, ne.code);
     }
     VIP_ERROR_DESCRIPTOR e = {
         .NicHandle = vi->nic->handle,
@@ -252,6 +252,8 @@ VIP_RETURN vipl_wait(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn read
         uint64_t t_sleep = nic_now_ns();
         syscall(SYS_futex, &ev->seq, FUTEX_WAIT, seq, &ts, NULL, 0); /* (c) */
         atomic_fetch_sub(&ev->sleepers, 1);
+        /* A peer that died while vipd could not tell us (nic.h). */
+        nic_peers_check(n->hw);
         sleeps++;
         slept = true;
         slept_ns = nic_now_ns() - t_sleep;
