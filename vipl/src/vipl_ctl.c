@@ -251,13 +251,18 @@ VIP_RETURN vipl_call_side(struct vip_nic *n, uint32_t op, const void *req, size_
         return vipl_fail(VIP_ERROR_RESOURCE, "cannot reach vipd at %s: %s", n->sock_path,
                          ctl_refusal()[0] ? ctl_refusal() : strerror(-s));
     }
-    /* ATTACH is answered at once: bounded like any call of the session */
+    /* Reads once an answer is there; writes bounded like the session's */
     unsigned ms = ctl_timeout_ms();
     struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    /* ATTACH is answered at once by a vipd that runs: timeout 0 */
     struct via_ctl_attach a = {.session_id = n->session_id};
-    VIP_RETURN rc = roundtrip(s, VIA_CTL_ATTACH, &a, sizeof a, NULL, 0, NULL, NULL, 1);
+    VIP_RETURN rc = call_send(s, VIA_CTL_ATTACH, &a, sizeof a, 1);
+    if (rc == VIP_SUCCESS)
+        rc = await_answer(n, s, VIA_CTL_ATTACH, 0);
+    if (rc == VIP_SUCCESS)
+        rc = call_recv(s, 1, NULL, 0, NULL, NULL);
     if (rc == VIP_SUCCESS)
         rc = call_send(s, op, req, req_len, 2);
     if (rc == VIP_SUCCESS)
