@@ -47,6 +47,17 @@ void kd_notify(struct kd_session *s, uint32_t vi_id)
         syscall(SYS_futex, &ev->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
+/* Both ends' wake words of a channel (via_chan_dir.rx_wake): the VI waits
+ * of each side sleep there, not on the event page. */
+static void wake_channel(struct via_chan *ch)
+{
+    for (int d = 0; d < 2; d++) {
+        atomic_fetch_add(&ch->dir[d].rx_wake, 1);
+        if (atomic_load(&ch->dir[d].rx_sleepers) != 0)
+            syscall(SYS_futex, &ch->dir[d].rx_wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    }
+}
+
 /* ---- bookkeeping --------------------------------------------------------------------- */
 
 static struct kd_conn *conn_find(uint32_t id)
@@ -466,6 +477,7 @@ static void end_channel(struct kd_vi *vi, uint32_t chan_state)
         uint32_t open = VIA_CHAN_OPEN;
         atomic_compare_exchange_strong(&cn->chan->state, &open, chan_state);
     }
+    wake_channel(cn->chan);
     struct kd_vi *peer = cn->vi[1 - vi->side];
     if (peer && peer->state != VIA_VI_ERROR) {
         kd_vi_set_state(peer, VIA_VI_ERROR);

@@ -269,7 +269,7 @@ void fw_vi_run(struct fw_vi *vi, bool may_wake)
     vi->held = 0;
     if (vi->wake_peer && may_wake) {
         vi->wake_peer = false;
-        fw_notify(vi->peer_ev, vi->peer_vi);
+        fw_notify_peer(vi);
     }
     bool tx_work = vi->tx != FW_TX_IDLE || vi->sq.head != vi->sq.tail ||
                    atomic_load_explicit(&vi->db->sq.prod, memory_order_acquire) !=
@@ -387,6 +387,11 @@ uint64_t nic_progress(struct fw_nic *nic, bool host)
         bump(&nic->host_polls_all); /* every VI is looked after */
     }
     return fw_progress(nic, &did, false);
+}
+
+struct via_chan_dir *nic_vi_wake_dir(struct fw_vi *vi)
+{
+    return atomic_load_explicit(&vi->wake_dir, memory_order_acquire);
 }
 
 uint64_t nic_vi_progress(struct fw_vi *vi, bool host)

@@ -158,6 +158,9 @@ struct fw_vi {
     uint32_t thread_seen;        /* the NIC thread's last look at host_polls */
     _Atomic(struct via_chan *) poll_chan;
     _Atomic(struct via_chan_dir *) poll_dir;
+    /* Our end of a shared-memory link, whose wake word (rx_wake) the host's
+     * waits on this VI sleep on (nic_vi_wake_dir); NULL otherwise. */
+    _Atomic(struct via_chan_dir *) wake_dir;
 
     /* host side of the doorbell: when each slot was rung (T1) */
     uint64_t db_ring_ns[VIA_DB_SLOTS];
@@ -320,6 +323,9 @@ void fw_vi_error(struct fw_vi *vi, uint32_t code, uint64_t desc_va);
 /* Set vi_id's arrival bit on an event page (UINT32_MAX: none) and wake a
  * sleeper of that page if one asked to be woken. */
 void fw_notify(struct via_event_page *ev, uint32_t vi_id);
+/* fw_notify of the peer's VI, and the wake word of its end of the link
+ * (via_chan_dir.rx_wake), which its VI waits sleep on. */
+void fw_notify_peer(struct fw_vi *vi);
 /* The wakes owed by this turn of the NIC (vi->lock held): called at the
  * end of every turn (fw_nic.c). */
 void fw_vi_wakes(struct fw_vi *vi);

@@ -112,6 +112,13 @@ uint64_t nic_progress(struct fw_nic *nic, bool host);
  */
 bool nic_peers_check(struct fw_nic *nic);
 
+/* Where a host thread waiting on this VI sleeps: the wake word of its end
+ * of a shared-memory link (via_chan_dir.rx_wake), which only the peer of
+ * this connection, our own NIC and vipd bump; NULL when the VI has no such
+ * link (then the session's event page). The mapping is the host's: it
+ * must outlive a sleeper that read it (vipl_vi_detach_channel). */
+struct via_chan_dir *nic_vi_wake_dir(struct fw_vi *vi);
+
 /* TPT check of one host range against the VI's ptag: 0 or a VIP_STATUS_ error. */
 uint32_t nic_tpt_check(const struct fw_vi *vi, uint32_t handle, uint64_t va, uint64_t len);
 

@@ -121,6 +121,10 @@ struct vip_vi {
     struct vip_queue sq, rq;
     struct via_vi_page *db;
     struct via_chan *chan;
+    /* The channel of the last connection, kept mapped until the next one
+     * ends or the VI goes: a wait of another thread may still sleep on
+     * its wake word (nic_vi_wake_dir). */
+    struct via_chan *chan_old;
     struct via_event_page *peer_ev;
     struct ext_vi ext;           /* short-message extensions (extensions/) */
     struct vip_notifiers notify;
@@ -229,7 +233,9 @@ struct vip_vi *vipl_vi_by_id(struct vip_nic *n, uint32_t id, uint16_t gen);
  * paced effect's release time when what it waits for is held. A timeout
  * leaves its reason in vip_last_error(), naming `what`. */
 typedef bool (*vipl_ready_fn)(void *arg, uint64_t *held);
-VIP_RETURN vipl_wait(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn ready, void *arg,
-                     const char *what);
+/* hw: the VI waited on (its link's wake word is slept on), NULL for a CQ
+ * (the session's event page). */
+VIP_RETURN vipl_wait(struct vip_nic *n, struct fw_vi *hw, VIP_ULONG timeout_ms,
+                     vipl_ready_fn ready, void *arg, const char *what);
 
 #endif

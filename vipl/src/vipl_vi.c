@@ -135,8 +135,9 @@ void vipl_vi_detach_channel(struct vip_vi *vi)
 {
     nic_vi_disconnect(vi->hw);
     atomic_store(&vi->db->state, VIA_VI_IDLE);
-    if (vi->chan)
-        munmap(vi->chan, sizeof *vi->chan);
+    if (vi->chan_old)
+        munmap(vi->chan_old, sizeof *vi->chan_old);
+    vi->chan_old = vi->chan;
     if (vi->peer_ev)
         munmap(vi->peer_ev, sizeof *vi->peer_ev);
     vi->chan = NULL;
@@ -174,6 +175,8 @@ VIP_RETURN VipDestroyVi(VIP_VI_HANDLE ViHandle)
     if (vi->rcq)
         atomic_fetch_sub(&vi->rcq->nvis, 1);
     munmap(vi->db, sizeof *vi->db);
+    if (vi->chan_old)
+        munmap(vi->chan_old, sizeof *vi->chan_old);
     pthread_mutex_destroy(&vi->lock);
     vi->magic = VIPL_DEAD;
     free(vi);

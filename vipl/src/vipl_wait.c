@@ -193,8 +193,8 @@ static uint64_t deadline_of(VIP_ULONG timeout_ms)
     return nic_now_ns() + (uint64_t)timeout_ms * 1000000u;
 }
 
-VIP_RETURN vipl_wait(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn ready, void *arg,
-                     const char *what)
+VIP_RETURN vipl_wait(struct vip_nic *n, struct fw_vi *hw, VIP_ULONG timeout_ms,
+                     vipl_ready_fn ready, void *arg, const char *what)
 {
     uint64_t held = 0;
     if (ready(arg, &held))
@@ -227,21 +227,25 @@ VIP_RETURN vipl_wait(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn read
          * polling rather than sleep past it. */
         if (held && held < now + 50000000u)
             continue;
-        /* Sleep: announce ourselves, re-check, then wait for seq to move. */
-        struct via_event_page *ev = n->ev;
-        uint32_t seq = atomic_load(&ev->seq);
-        atomic_fetch_add(&ev->sleepers, 1); /* (a) of fw_notify's protocol */
+        /* Sleep: announce ourselves, re-check, then wait for seq to move.
+         * A VI's wait sleeps on its link's wake word, which no other peer
+         * of ours can touch (via_chan_dir); a CQ's on the event page. */
+        struct via_chan_dir *wd = hw ? nic_vi_wake_dir(hw) : NULL;
+        _Atomic uint32_t *word = wd ? &wd->rx_wake : &n->ev->seq;
+        _Atomic uint32_t *sleepers = wd ? &wd->rx_sleepers : &n->ev->sleepers;
+        uint32_t seq = atomic_load(word);
+        atomic_fetch_add(sleepers, 1); /* (a) of fw_notify's protocol */
         atomic_thread_fence(memory_order_seq_cst);
         held = 0;
         if (ready(arg, &held)) { /* (b) */
-            atomic_fetch_sub(&ev->sleepers, 1);
+            atomic_fetch_sub(sleepers, 1);
             spin_adapt(n, slept, slept_ns);
             return VIP_SUCCESS;
         }
         if (held) {
             /* What we wait for has arrived and is held until its modelled
              * time: nobody will wake us for it, so do not sleep. */
-            atomic_fetch_sub(&ev->sleepers, 1);
+            atomic_fetch_sub(sleepers, 1);
             continue;
         }
         uint64_t left = deadline - now;
@@ -250,8 +254,8 @@ VIP_RETURN vipl_wait(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn read
             left = 1000000000u;
         struct timespec ts = {(time_t)(left / 1000000000u), (long)(left % 1000000000u)};
         uint64_t t_sleep = nic_now_ns();
-        syscall(SYS_futex, &ev->seq, FUTEX_WAIT, seq, &ts, NULL, 0); /* (c) */
-        atomic_fetch_sub(&ev->sleepers, 1);
+        syscall(SYS_futex, word, FUTEX_WAIT, seq, &ts, NULL, 0); /* (c) */
+        atomic_fetch_sub(sleepers, 1);
         /* A peer that died while vipd could not tell us (nic.h). */
         nic_peers_check(n->hw);
         sleeps++;
@@ -279,7 +283,7 @@ static VIP_RETURN vi_wait(VIP_VI_HANDLE h, VIP_ULONG timeout, VIP_DESCRIPTOR **o
     if (!vi || !out)
         return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument to a wait");
     struct vi_wait w = {vi, recv, out};
-    return vipl_wait(vi->nic, timeout, vi_ready, &w, recv ? "VipRecvWait" : "VipSendWait");
+    return vipl_wait(vi->nic, vi->hw, timeout, vi_ready, &w, recv ? "VipRecvWait" : "VipSendWait");
 }
 
 VIP_RETURN VipSendWait(VIP_VI_HANDLE ViHandle, VIP_ULONG Timeout, VIP_DESCRIPTOR **DescriptorPtr)
@@ -373,5 +377,5 @@ VIP_RETURN VipCQWait(VIP_CQ_HANDLE CQHandle, VIP_ULONG Timeout, VIP_VI_HANDLE *V
         return vipl_fail(VIP_ERROR_RESOURCE, "CQ overflowed: completions were lost "
                                              "(create it with more entries)");
     struct cq_wait w = {cq, ViHandle, RecvQueue};
-    return vipl_wait(cq->nic, Timeout, cq_ready, &w, "VipCQWait");
+    return vipl_wait(cq->nic, NULL, Timeout, cq_ready, &w, "VipCQWait");
 }
