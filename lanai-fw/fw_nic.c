@@ -342,16 +342,42 @@ static inline uint64_t take(_Atomic uint64_t *w)
     return atomic_load_explicit(w, memory_order_relaxed) ? atomic_exchange(w, 0) : 0;
 }
 
+/* Every connected VI gets a visit this often, whatever the arrival bits
+ * say: they are on the event page, which every peer of ours may write
+ * (clearing them would otherwise hide the other peers' packets for good). */
+#define FW_SWEEP_NS 100000000u
+
+static bool sweep_due(struct fw_nic *nic, uint64_t now)
+{
+    uint64_t next = atomic_load_explicit(&nic->sweep_next, memory_order_relaxed);
+    return now >= next &&
+           atomic_compare_exchange_strong(&nic->sweep_next, &next, now + FW_SWEEP_NS);
+}
+
+void fw_linked_mark(struct fw_vi *vi, bool on)
+{
+    if (vi->vi_id >= VIA_MAX_VI)
+        return;
+    uint64_t bit = 1ull << (vi->vi_id % 64);
+    if (on)
+        atomic_fetch_or(&vi->nic->linked[vi->vi_id / 64], bit);
+    else
+        atomic_fetch_and(&vi->nic->linked[vi->vi_id / 64], ~bit);
+}
+
 uint64_t fw_progress(struct fw_nic *nic, bool *did, bool yield)
 {
     uint64_t now = hal_now_ns(), held_min = 0;
     bool held_due = atomic_load_explicit(&nic->held_min, memory_order_relaxed) <= now;
     if (held_due)
         atomic_store_explicit(&nic->held_min, UINT64_MAX, memory_order_relaxed);
+    bool sweep = sweep_due(nic, now);
     for (unsigned w = 0; w < VIA_MAX_VI / 64; w++) {
         uint64_t bits = take(&nic->ev->arrived[w]) | take(&nic->work[w]);
         if (held_due)
             bits |= take(&nic->held[w]);
+        if (sweep)
+            bits |= atomic_load_explicit(&nic->linked[w], memory_order_relaxed);
         while (bits) {
             unsigned id = w * 64 + (unsigned)__builtin_ctzll(bits);
             bits &= bits - 1;

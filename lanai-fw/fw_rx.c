@@ -520,6 +520,7 @@ void fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t p
     atomic_store(&vi->poll_chan, chan);
     atomic_store(&vi->poll_dir, vi->link.rx);
     atomic_store(&vi->wake_dir, vi->link.ops == &fw_link_shm_ops ? vi->link.rx : NULL);
+    fw_linked_mark(vi, true);
     atomic_store(&vi->quiet, false);
     vi->side = side;
     vi->peer_vi = peer_vi;
@@ -544,6 +545,7 @@ void fw_vi_disconnect(struct fw_vi *vi)
     atomic_store(&vi->quiet, false);
     atomic_store(&vi->poll_dir, NULL);
     atomic_store(&vi->wake_dir, NULL);
+    fw_linked_mark(vi, false);
     atomic_store(&vi->poll_chan, NULL);
     vi->chan = NULL;
     vi->link = (struct fw_link){0};

@@ -247,6 +247,11 @@ struct fw_nic {
     _Atomic uint32_t host_polls_all; /* ... all VIs at once (CQ polls) */
     _Atomic uint32_t doze;           /* futex word the thread dozes on */
 
+    /* The arrival bits are hints (any peer may clear them): the VIs with a
+     * link, which fw_progress visits every FW_SWEEP_NS whatever the bits. */
+    _Atomic uint64_t linked[VIA_MAX_VI / 64];
+    _Atomic uint64_t sweep_next;
+
     /* Liveness of local peers (fw_live.c). */
     _Atomic uint32_t nlive;          /* VIs whose peer process is watched */
     _Atomic uint64_t live_next;      /* earliest time of the next look */
@@ -255,6 +260,9 @@ struct fw_nic {
 /* The VI of an id with a reference (NULL if none), and its release. */
 struct fw_vi *fw_vi_get(struct fw_nic *nic, unsigned id);
 void fw_vi_put(struct fw_vi *vi);
+
+/* The VI has a link (or no longer): swept by fw_progress whatever the bits. */
+void fw_linked_mark(struct fw_vi *vi, bool on);
 
 /* ---- liveness of local peers (fw_live.c; vi->lock held) ---------------------- */
 /* Watch the peer process of a new connection (pidfd < 0: nothing to watch). */
