@@ -10,7 +10,9 @@
  *   per session (one VipOpenNic):
  *     - the TPT segment   : vipd writes, client maps read-only (sealed)
  *     - the event page    : futex word + arrival bitmap; the client, its
- *                           connected peers and vipd write it
+ *                           connected peers and vipd write it, so it is
+ *                           a hint only (VI waits sleep on their
+ *                           connection's word: via_chan_dir.rx_wake)
  *     - the status page   : counters and stage trace ring, client writes,
  *                           vipd/vipctl read
  *   per VI:  the doorbell page (one 4 KiB page; only the owner gets the fd)
