@@ -63,7 +63,7 @@ static void wake_sleepers(struct via_event_page *ev)
 
 /* The same for a connection's receiving end (via_chan_dir's wake word):
  * the (2) fence is the caller's. */
-static void wake_dir(struct via_chan_dir *d)
+void fw_wake_dir(struct via_chan_dir *d)
 {
     if (d && atomic_load_explicit(&d->rx_sleepers, memory_order_relaxed)) {
         atomic_fetch_add(&d->rx_wake, 1);
@@ -85,7 +85,7 @@ static struct via_chan_dir *own_rx_dir(const struct fw_vi *vi)
 void fw_notify_peer(struct fw_vi *vi)
 {
     fw_notify(vi->peer_ev, vi->peer_vi);
-    wake_dir(peer_rx_dir(vi));
+    fw_wake_dir(peer_rx_dir(vi));
 }
 
 void fw_notify(struct via_event_page *ev, uint32_t vi_id)
@@ -114,11 +114,11 @@ void fw_vi_wakes(struct fw_vi *vi)
     if (pe) {
         set_arrived(pe, vi->peer_vi);
         wake_sleepers(pe);
-        wake_dir(peer_rx_dir(vi));
+        fw_wake_dir(peer_rx_dir(vi));
     }
     if (me) {
         wake_sleepers(vi->nic->ev);
-        wake_dir(own_rx_dir(vi));
+        fw_wake_dir(own_rx_dir(vi));
     }
 }
 

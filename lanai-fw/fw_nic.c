@@ -156,8 +156,13 @@ void nic_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t 
 void nic_vi_disconnect(struct fw_vi *vi)
 {
     fw_lock(&vi->lock);
+    /* A wait of another thread may sleep on the link's word: the flush
+     * must wake it there (the mapping outlives us: nic_vi_wake_dir). */
+    struct via_chan_dir *wd = atomic_load(&vi->wake_dir);
     fw_vi_disconnect(vi);
     fw_vi_wakes(vi);
+    atomic_thread_fence(memory_order_seq_cst); /* (2) */
+    fw_wake_dir(wd);
     fw_unlock(&vi->lock);
 }
 

@@ -13,8 +13,12 @@
  *   dead_peer_without_vipd: vipd killed, then the peer process: the
  *       survivor's VI goes to the error state, its receives are flushed,
  *       its waits return (reliable and unreliable).
+ *   disconnect_wakes_waiter: a VipRecvWait asleep (on its connection's
+ *       wake word) returns at once with its descriptor flushed when
+ *       another thread disconnects the VI.
  * Each test runs a vipd of its own (tests/lib/tvipd.c).
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -266,12 +270,55 @@ static void test_dead_peer_without_vipd(void)
     dead_peer(VIP_SERVICE_UNRELIABLE);
 }
 
+struct waiter {
+    VIP_VI_HANDLE vi;
+    VIP_RETURN rc;
+    VIP_DESCRIPTOR *d;
+    uint64_t done_ms;
+};
+
+static void *wait_thread(void *arg)
+{
+    struct waiter *w = arg;
+    w->rc = VipRecvWait(w->vi, 5000, &w->d);
+    w->done_ms = tl_now_ms();
+    return NULL;
+}
+
+static void test_disconnect_wakes_waiter(void)
+{
+    struct side s;
+    if (side_up(&s, VIP_SERVICE_RELIABLE_DELIVERY, 1) == 0) {
+        struct waiter w = {.vi = s.vi};
+        pthread_t th;
+        if (pthread_create(&th, NULL, wait_thread, &w) == 0) {
+            usleep(200000); /* the condition under test: the waiter is asleep */
+            uint64_t t0 = tl_now_ms();
+            TRC_SOFT(VipDisconnect(s.vi), VIP_SUCCESS);
+            pthread_join(th, NULL);
+            CU_ASSERT_EQUAL(w.rc, VIP_SUCCESS);
+            CU_ASSERT_PTR_EQUAL(w.d, RDESC(&s, 0));
+            if (w.d)
+                CU_ASSERT(w.d->CS.Status & VIP_STATUS_DESC_FLUSHED_ERROR);
+            /* woken by the flush, not by its one-second timer */
+            CU_ASSERT(w.done_ms - t0 < 400);
+            if (w.done_ms - t0 >= 400)
+                fprintf(stderr, "\n  the waiter returned %llu ms after VipDisconnect\n",
+                        (unsigned long long)(w.done_ms - t0));
+        } else {
+            CU_FAIL("pthread_create");
+        }
+    }
+    side_down(&s);
+}
+
 int main(int argc, char **argv)
 {
     static const struct tl_test tests[] = {
         TL_TEST(test_error_report_keeps_timeout),
         TL_TEST(test_connect_wait_stopped_vipd),
         TL_TEST(test_dead_peer_without_vipd),
+        TL_TEST(test_disconnect_wakes_waiter),
         TL_END,
     };
     return tl_main(argc, argv, "liveness", tests);

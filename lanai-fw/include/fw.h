@@ -334,6 +334,8 @@ void fw_notify(struct via_event_page *ev, uint32_t vi_id);
 /* fw_notify of the peer's VI, and the wake word of its end of the link
  * (via_chan_dir.rx_wake), which its VI waits sleep on. */
 void fw_notify_peer(struct fw_vi *vi);
+/* Wake the host's waits asleep on a link end's word (fence (2) done). */
+void fw_wake_dir(struct via_chan_dir *d);
 /* The wakes owed by this turn of the NIC (vi->lock held): called at the
  * end of every turn (fw_nic.c). */
 void fw_vi_wakes(struct fw_vi *vi);
