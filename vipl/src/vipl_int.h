@@ -125,6 +125,7 @@ struct vip_vi {
      * ends or the VI goes: a wait of another thread may still sleep on
      * its wake word (nic_vi_wake_dir). */
     struct via_chan *chan_old;
+    _Atomic uint32_t dir_sleepers; /* waits asleep on a word of chan or chan_old */
     struct via_event_page *peer_ev;
     struct ext_vi ext;           /* short-message extensions (extensions/) */
     struct vip_notifiers notify;
@@ -233,9 +234,11 @@ struct vip_vi *vipl_vi_by_id(struct vip_nic *n, uint32_t id, uint16_t gen);
  * paced effect's release time when what it waits for is held. A timeout
  * leaves its reason in vip_last_error(), naming `what`. */
 typedef bool (*vipl_ready_fn)(void *arg, uint64_t *held);
-/* hw: the VI waited on (its link's wake word is slept on), NULL for a CQ
- * (the session's event page). */
-VIP_RETURN vipl_wait(struct vip_nic *n, struct fw_vi *hw, VIP_ULONG timeout_ms,
-                     vipl_ready_fn ready, void *arg, const char *what);
+/* vi: the VI waited on, or cq: the CQ (where it sleeps: vipl_wait.c). */
+VIP_RETURN vipl_wait(struct vip_nic *n, struct vip_vi *vi, struct vip_cq *cq,
+                     VIP_ULONG timeout_ms, vipl_ready_fn ready, void *arg, const char *what);
+/* Before unmapping a channel of vi's: wake the waits asleep on its words
+ * and wait until none is. */
+void vipl_vi_unpin_wait(struct vip_vi *vi);
 
 #endif

@@ -135,6 +135,7 @@ void vipl_vi_detach_channel(struct vip_vi *vi)
 {
     nic_vi_disconnect(vi->hw);
     atomic_store(&vi->db->state, VIA_VI_IDLE);
+    vipl_vi_unpin_wait(vi);
     if (vi->chan_old)
         munmap(vi->chan_old, sizeof *vi->chan_old);
     vi->chan_old = vi->chan;
@@ -175,6 +176,7 @@ VIP_RETURN VipDestroyVi(VIP_VI_HANDLE ViHandle)
     if (vi->rcq)
         atomic_fetch_sub(&vi->rcq->nvis, 1);
     munmap(vi->db, sizeof *vi->db);
+    vipl_vi_unpin_wait(vi);
     if (vi->chan_old)
         munmap(vi->chan_old, sizeof *vi->chan_old);
     pthread_mutex_destroy(&vi->lock);
