@@ -10,10 +10,11 @@
  * own for when nobody polls; a polling host is faster, and costs no wake.)
  *
  * Waiting spins briefly (a message usually arrives within microseconds),
- * then sleeps on the session's event page futex; a peer NIC, our own NIC
- * completing a descriptor, or vipd wakes the sleeper only if it asked
- * (sleepers != 0), so a busy receiver costs nobody a system call. The
- * ordering argument is beside fw_notify (lanai-fw/fw_cmpl.c).
+ * then sleeps on a futex (a VI's wait on its connection's wake word, a
+ * CQ's on the event page and its VIs' words: sleep_set below); a peer NIC,
+ * our own NIC completing a descriptor, or vipd wakes the sleeper only if
+ * it asked (sleepers != 0), so a busy receiver costs nobody a system call.
+ * The ordering argument is beside fw_notify (lanai-fw/fw_cmpl.c).
  */
 #include <errno.h>
 #include <limits.h>
