@@ -10,7 +10,9 @@
  *   per session (one VipOpenNic):
  *     - the TPT segment   : vipd writes, client maps read-only (sealed)
  *     - the event page    : futex word + arrival bitmap; the client, its
- *                           connected peers and vipd write it
+ *                           connected peers and vipd write it, so it is
+ *                           a hint only (VI waits sleep on their
+ *                           connection's word: via_chan_dir.rx_wake)
  *     - the status page   : counters and stage trace ring, client writes,
  *                           vipd/vipctl read
  *   per VI:  the doorbell page (one 4 KiB page; only the owner gets the fd)
@@ -26,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define VIA_ABI_VERSION 3u
+#define VIA_ABI_VERSION 4u
 #define VIA_PAGE_SIZE 4096u
 #define VIA_CACHELINE 64u
 
@@ -315,12 +317,24 @@ static_assert(sizeof(struct via_wire_hdr) == 64, "wire header is one cache line"
  * packet covering the rest.
  * tx_waiting asks the receiver to wake the sender's event page when it
  * frees space.
+ * rx_sleepers / rx_wake: the receiver's own wake-up word for waits on its
+ * VI (VipRecvWait, VipSendWait), used as the event page's sleepers/seq
+ * are: its waiters count themselves in rx_sleepers and FUTEX_WAIT on
+ * rx_wake; whoever may have completed something for the receiver's VI
+ * (the sender after publishing or freeing room, the receiver's own NIC,
+ * vipd or the NIC ending the channel) bumps rx_wake and wakes them when
+ * rx_sleepers != 0. Only this connection's two ends map it, so no other
+ * peer of the receiver can keep these wake-ups from happening (the event
+ * page, which every peer writes, is a hint for the NIC's thread and CQ
+ * waits only).
  */
 #define VIA_CHAN_RING (256u * 1024u)
 struct via_chan_dir {
     _Alignas(64) _Atomic uint64_t head;
     _Alignas(64) _Atomic uint64_t tail;
     _Atomic uint32_t tx_waiting;
+    _Atomic uint32_t rx_sleepers;
+    _Atomic uint32_t rx_wake;
     uint32_t pad;
     _Alignas(64) uint8_t ring[VIA_CHAN_RING];
 };

@@ -244,6 +244,9 @@ void kd_reap_clients(void);
 void kd_session_end(struct kd_session *s, const char *why);
 void kd_shutdown_all(void);
 struct kd_session *kd_session_find(uint32_t id);
+/* A pidfd of the session's process (-1 if none can be had), handed to its
+ * peers with a connection so their NIC notices its death without vipd. */
+int kd_session_pidfd(const struct kd_session *s);
 
 /* ---- handlers ---------------------------------------------------------------- */
 typedef void kd_handler_fn(struct kd_client *c, uint64_t cookie, const void *body,

@@ -47,6 +47,17 @@ void kd_notify(struct kd_session *s, uint32_t vi_id)
         syscall(SYS_futex, &ev->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
+/* Both ends' wake words of a channel (via_chan_dir.rx_wake): the VI waits
+ * of each side sleep there, not on the event page. */
+static void wake_channel(struct via_chan *ch)
+{
+    for (int d = 0; d < 2; d++) {
+        atomic_fetch_add(&ch->dir[d].rx_wake, 1);
+        if (atomic_load(&ch->dir[d].rx_sleepers) != 0)
+            syscall(SYS_futex, &ch->dir[d].rx_wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    }
+}
+
 /* ---- bookkeeping --------------------------------------------------------------------- */
 
 static struct kd_conn *conn_find(uint32_t id)
@@ -403,8 +414,11 @@ void kd_op_conn_accept(struct kd_client *c, uint64_t cookie, const void *body,
         return;
     struct via_ctl_conn_done_r d = {
         .conn_id = cn->id, .side = 0, .peer_vi = vi->id, .remote_attr = vi->attr};
-    int fds[2] = {fd, s->evfd};
-    kd_send_reply(cn->req_client, cn->req_cookie, VIP_SUCCESS, NULL, &d, sizeof d, fds, 2);
+    int fds[3] = {fd, s->evfd, kd_session_pidfd(s)};
+    kd_send_reply(cn->req_client, cn->req_cookie, VIP_SUCCESS, NULL, &d, sizeof d, fds,
+                  fds[2] >= 0 ? 3 : 2);
+    if (fds[2] >= 0)
+        close(fds[2]);
     cn->req_client = NULL;
 
     struct via_ctl_conn_done_r *a = kd_body(r, sizeof *a);
@@ -416,6 +430,9 @@ void kd_op_conn_accept(struct kd_client *c, uint64_t cookie, const void *body,
     }
     kd_add_fd(r, fd, true);
     kd_add_fd(r, cn->req_sess->evfd, false);
+    int pidfd = kd_session_pidfd(cn->req_sess);
+    if (pidfd >= 0)
+        kd_add_fd(r, pidfd, true);
     kd_info("connection %u: via%u VI %u (pid %d) <-> via%u VI %u (pid %d)", cn->id,
             rv->nic->index, rv->id, (int)rv->sess->pid, vi->nic->index, vi->id, (int)s->pid);
 }
@@ -460,6 +477,7 @@ static void end_channel(struct kd_vi *vi, uint32_t chan_state)
         uint32_t open = VIA_CHAN_OPEN;
         atomic_compare_exchange_strong(&cn->chan->state, &open, chan_state);
     }
+    wake_channel(cn->chan);
     struct kd_vi *peer = cn->vi[1 - vi->side];
     if (peer && peer->state != VIA_VI_ERROR) {
         kd_vi_set_state(peer, VIA_VI_ERROR);

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 struct kd_state kd;
@@ -526,6 +527,11 @@ int main(int argc, char **argv)
         {"max-vis-per-user", required_argument, NULL, 'V'},
         {"max-reg-bytes-per-user", required_argument, NULL, 'R'},
         {NULL, 0, NULL, 0}};
+    /* Not dumpable: /proc/<vipd>/fd and /proc/<vipd>/mem are then root's
+     * only, so no process of the user reaches, through vipd, the pages
+     * (event pages, NIC pages, channels) vipd keeps for every session; each
+     * process holds only what it was handed. (No core dumps either.) */
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     bool foreground = false, autostart = false;
     unsigned long nnics = 1, idle = 0;
     bool idle_set = false, limits_set[3] = {false, false, false};

@@ -49,6 +49,7 @@ struct kd_peer {
      * conn's chan_fd) and the peer's event page (vipd's copy, -1 if none) */
     struct via_ctl_conn_done_r done;
     int peer_ev_fd;
+    int peer_pidfd;    /* the peer process (kd_session_pidfd), -1 if none */
     /* the PEER_WAIT blocked on this request, if any */
     struct kd_client *waiter;
     uint64_t waiter_cookie;
@@ -86,6 +87,8 @@ static void peer_free(struct kd_peer *p)
     chan_fd_release(p);
     if (p->peer_ev_fd >= 0)
         close(p->peer_ev_fd);
+    if (p->peer_pidfd >= 0)
+        close(p->peer_pidfd);
     p->vi->peer = NULL;
     free(p);
 }
@@ -105,8 +108,9 @@ static void tell(struct kd_peer *p, struct kd_client *c, uint64_t cookie)
     if (p->state == KD_PEER_CONNECTED && !channel_of(p)) {
         kd_send_status(c, cookie, VIP_INVALID_STATE, "the connection has gone");
     } else if (p->state == KD_PEER_CONNECTED) {
-        int fds[2] = {p->vi->conn->chan_fd, p->peer_ev_fd};
-        kd_send_reply(c, cookie, VIP_SUCCESS, NULL, &p->done, sizeof p->done, fds, 2);
+        int fds[3] = {p->vi->conn->chan_fd, p->peer_ev_fd, p->peer_pidfd};
+        kd_send_reply(c, cookie, VIP_SUCCESS, NULL, &p->done, sizeof p->done, fds,
+                      p->peer_pidfd >= 0 ? 3 : 2);
     } else {
         kd_send_reply(c, cookie, p->status, p->msg, NULL, 0, NULL, 0);
     }
@@ -166,6 +170,8 @@ static bool connect_pair(struct kd_peer *m, struct kd_peer *p, struct kd_reply *
     cn->chan_untold = 2;
     m->peer_ev_fd = ev_of_p;
     p->peer_ev_fd = ev_of_m;
+    m->peer_pidfd = kd_session_pidfd(p->vi->sess);
+    p->peer_pidfd = kd_session_pidfd(m->vi->sess);
     fill_done(m, p->vi, 0, cn->id);
     fill_done(p, m->vi, 1, cn->id);
     peer_set_state(m, KD_PEER_CONNECTED);
@@ -209,6 +215,7 @@ void kd_op_peer_request(struct kd_client *c, uint64_t cookie, const void *body,
     p->vi = vi;
     p->state = KD_PEER_PENDING;
     p->peer_ev_fd = -1;
+    p->peer_pidfd = -1;
     p->remote_nic = (unsigned)nic;
     p->local_dlen = q->local.discrim_len;
     memcpy(p->local_discrim, q->local.discrim, p->local_dlen);
@@ -275,6 +282,9 @@ static void tell_in(struct kd_peer *p, struct kd_reply *r)
     kd_add_fd(r, chan, true);
     kd_add_fd(r, p->peer_ev_fd, true);
     p->peer_ev_fd = -1;
+    if (p->peer_pidfd >= 0)
+        kd_add_fd(r, p->peer_pidfd, true);
+    p->peer_pidfd = -1;
     peer_free(p);
 }
 

@@ -61,6 +61,33 @@ static void wake_sleepers(struct via_event_page *ev)
     }
 }
 
+/* The same for a connection's receiving end (via_chan_dir's wake word):
+ * the (2) fence is the caller's. */
+void fw_wake_dir(struct via_chan_dir *d)
+{
+    if (d && atomic_load_explicit(&d->rx_sleepers, memory_order_relaxed)) {
+        atomic_fetch_add(&d->rx_wake, 1);
+        syscall(SYS_futex, &d->rx_wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    }
+}
+
+/* Our direction of the link, where the peer is the receiver; our peer's
+ * direction, where we are. NULL unless the link is a shared channel. */
+static struct via_chan_dir *peer_rx_dir(const struct fw_vi *vi)
+{
+    return vi->chan && vi->link.ops == &fw_link_shm_ops ? vi->link.tx : NULL;
+}
+static struct via_chan_dir *own_rx_dir(const struct fw_vi *vi)
+{
+    return vi->chan && vi->link.ops == &fw_link_shm_ops ? vi->link.rx : NULL;
+}
+
+void fw_notify_peer(struct fw_vi *vi)
+{
+    fw_notify(vi->peer_ev, vi->peer_vi);
+    fw_wake_dir(peer_rx_dir(vi));
+}
+
 void fw_notify(struct via_event_page *ev, uint32_t vi_id)
 {
     if (!ev)
@@ -87,9 +114,12 @@ void fw_vi_wakes(struct fw_vi *vi)
     if (pe) {
         set_arrived(pe, vi->peer_vi);
         wake_sleepers(pe);
+        fw_wake_dir(peer_rx_dir(vi));
     }
-    if (me)
+    if (me) {
         wake_sleepers(vi->nic->ev);
+        fw_wake_dir(own_rx_dir(vi));
+    }
 }
 
 void fw_peer_published(struct fw_vi *vi)
@@ -272,7 +302,7 @@ void fw_vi_error(struct fw_vi *vi, uint32_t code, uint64_t desc_va)
     if (vi->chan && code != VIP_ERROR_CONN_LOST) {
         uint32_t open = VIA_CHAN_OPEN;
         atomic_compare_exchange_strong(&vi->chan->state, &open, VIA_CHAN_BROKEN);
-        fw_notify(vi->peer_ev, vi->peer_vi);
+        fw_notify_peer(vi);
     }
     fw_flush(vi);
     /* Recorded only: the host library reports it (to the kernel agent, then

@@ -70,7 +70,7 @@ const struct via_profile *nic_profile(const struct fw_nic *nic)
 
 /* ---- VIs: the table and references -------------------------------------------- */
 
-static struct fw_vi *vi_get(struct fw_nic *nic, unsigned id)
+struct fw_vi *fw_vi_get(struct fw_nic *nic, unsigned id)
 {
     pthread_mutex_lock(&nic->lock);
     struct fw_vi *vi = id < VIA_MAX_VI ? nic->vis[id] : NULL;
@@ -80,7 +80,7 @@ static struct fw_vi *vi_get(struct fw_nic *nic, unsigned id)
     return vi;
 }
 
-static void vi_put(struct fw_vi *vi)
+void fw_vi_put(struct fw_vi *vi)
 {
     atomic_fetch_sub_explicit(&vi->refs, 1, memory_order_release);
 }
@@ -139,11 +139,12 @@ void nic_vi_set_params(struct fw_vi *vi, const struct nic_vi_params *p)
 }
 
 void nic_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t peer_vi,
-                    struct via_event_page *peer_ev)
+                    struct via_event_page *peer_ev, int peer_pidfd)
 {
     struct fw_nic *nic = vi->nic;
     fw_lock(&vi->lock);
     fw_vi_connect(vi, chan, side, peer_vi, peer_ev);
+    fw_live_watch(vi, peer_pidfd);
     fw_unlock(&vi->lock);
     /* The NIC needs a CPU of its own from the first connection on. */
     pthread_mutex_lock(&nic->lock);
@@ -155,8 +156,13 @@ void nic_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t 
 void nic_vi_disconnect(struct fw_vi *vi)
 {
     fw_lock(&vi->lock);
+    /* A wait of another thread may sleep on the link's word: the flush
+     * must wake it there (the mapping outlives us: nic_vi_wake_dir). */
+    struct via_chan_dir *wd = atomic_load(&vi->wake_dir);
     fw_vi_disconnect(vi);
     fw_vi_wakes(vi);
+    atomic_thread_fence(memory_order_seq_cst); /* (2) */
+    fw_wake_dir(wd);
     fw_unlock(&vi->lock);
 }
 
@@ -268,7 +274,7 @@ void fw_vi_run(struct fw_vi *vi, bool may_wake)
     vi->held = 0;
     if (vi->wake_peer && may_wake) {
         vi->wake_peer = false;
-        fw_notify(vi->peer_ev, vi->peer_vi);
+        fw_notify_peer(vi);
     }
     bool tx_work = vi->tx != FW_TX_IDLE || vi->sq.head != vi->sq.tail ||
                    atomic_load_explicit(&vi->db->sq.prod, memory_order_acquire) !=
@@ -308,7 +314,7 @@ static bool vi_quiet(struct fw_vi *vi)
 
 static uint64_t visit(struct fw_nic *nic, unsigned id, bool *did, bool yield)
 {
-    struct fw_vi *vi = vi_get(nic, id);
+    struct fw_vi *vi = fw_vi_get(nic, id);
     if (!vi)
         return 0;
     if (yield) {
@@ -320,7 +326,7 @@ static uint64_t visit(struct fw_nic *nic, unsigned id, bool *did, bool yield)
         vi->thread_seen = hp;
         if (polled || !fw_trylock(&vi->lock)) {
             fw_want_visit(vi);
-            vi_put(vi);
+            fw_vi_put(vi);
             return 0;
         }
     } else {
@@ -332,7 +338,7 @@ static uint64_t visit(struct fw_nic *nic, unsigned id, bool *did, bool yield)
         *did = true;
     uint64_t held = vi->held;
     fw_unlock(&vi->lock);
-    vi_put(vi);
+    fw_vi_put(vi);
     return held;
 }
 
@@ -341,16 +347,42 @@ static inline uint64_t take(_Atomic uint64_t *w)
     return atomic_load_explicit(w, memory_order_relaxed) ? atomic_exchange(w, 0) : 0;
 }
 
+/* Every connected VI gets a visit this often, whatever the arrival bits
+ * say: they are on the event page, which every peer of ours may write
+ * (clearing them would otherwise hide the other peers' packets for good). */
+#define FW_SWEEP_NS 100000000u
+
+static bool sweep_due(struct fw_nic *nic, uint64_t now)
+{
+    uint64_t next = atomic_load_explicit(&nic->sweep_next, memory_order_relaxed);
+    return now >= next &&
+           atomic_compare_exchange_strong(&nic->sweep_next, &next, now + FW_SWEEP_NS);
+}
+
+void fw_linked_mark(struct fw_vi *vi, bool on)
+{
+    if (vi->vi_id >= VIA_MAX_VI)
+        return;
+    uint64_t bit = 1ull << (vi->vi_id % 64);
+    if (on)
+        atomic_fetch_or(&vi->nic->linked[vi->vi_id / 64], bit);
+    else
+        atomic_fetch_and(&vi->nic->linked[vi->vi_id / 64], ~bit);
+}
+
 uint64_t fw_progress(struct fw_nic *nic, bool *did, bool yield)
 {
     uint64_t now = hal_now_ns(), held_min = 0;
     bool held_due = atomic_load_explicit(&nic->held_min, memory_order_relaxed) <= now;
     if (held_due)
         atomic_store_explicit(&nic->held_min, UINT64_MAX, memory_order_relaxed);
+    bool sweep = sweep_due(nic, now);
     for (unsigned w = 0; w < VIA_MAX_VI / 64; w++) {
         uint64_t bits = take(&nic->ev->arrived[w]) | take(&nic->work[w]);
         if (held_due)
             bits |= take(&nic->held[w]);
+        if (sweep)
+            bits |= atomic_load_explicit(&nic->linked[w], memory_order_relaxed);
         while (bits) {
             unsigned id = w * 64 + (unsigned)__builtin_ctzll(bits);
             bits &= bits - 1;
@@ -386,6 +418,11 @@ uint64_t nic_progress(struct fw_nic *nic, bool host)
         bump(&nic->host_polls_all); /* every VI is looked after */
     }
     return fw_progress(nic, &did, false);
+}
+
+struct via_chan_dir *nic_vi_wake_dir(struct fw_vi *vi)
+{
+    return atomic_load_explicit(&vi->wake_dir, memory_order_acquire);
 }
 
 uint64_t nic_vi_progress(struct fw_vi *vi, bool host)

@@ -452,7 +452,7 @@ static void rx_packets(struct fw_vi *vi)
     struct via_chan_dir *in = l->rx;
     if (n && atomic_load_explicit(&in->tx_waiting, memory_order_relaxed) &&
         atomic_exchange(&in->tx_waiting, 0))
-        fw_notify(vi->peer_ev, vi->peer_vi);
+        fw_notify_peer(vi);
 }
 
 bool fw_rx_pending(const struct fw_vi *vi)
@@ -499,6 +499,7 @@ void fw_vi_init(struct fw_vi *vi, struct fw_nic *nic, uint32_t vi_id, struct via
     vi->vi_id = vi_id;
     vi->db = db;
     vi->chan = NULL;
+    atomic_store(&vi->peer_pidfd, -1);
     vi->tx = FW_TX_IDLE;
     vi->rx = FW_RX_IDLE;
     vi->sq.head = vi->sq.tail = 0;
@@ -518,6 +519,8 @@ void fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t p
     fw_link_shm_init(&vi->link, chan, side);
     atomic_store(&vi->poll_chan, chan);
     atomic_store(&vi->poll_dir, vi->link.rx);
+    atomic_store(&vi->wake_dir, vi->link.ops == &fw_link_shm_ops ? vi->link.rx : NULL);
+    fw_linked_mark(vi, true);
     atomic_store(&vi->quiet, false);
     vi->side = side;
     vi->peer_vi = peer_vi;
@@ -537,9 +540,12 @@ void fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t p
 
 void fw_vi_disconnect(struct fw_vi *vi)
 {
+    fw_live_unwatch(vi);
     fw_flush(vi);
     atomic_store(&vi->quiet, false);
     atomic_store(&vi->poll_dir, NULL);
+    atomic_store(&vi->wake_dir, NULL);
+    fw_linked_mark(vi, false);
     atomic_store(&vi->poll_chan, NULL);
     vi->chan = NULL;
     vi->link = (struct fw_link){0};

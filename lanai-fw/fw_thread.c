@@ -19,7 +19,8 @@
  *          by ourselves at the next held effect, and (paced profiles) every
  *          FW_DOZE_NS while work was recent, since a paced post leaves the
  *          peer's wake to us instead of paying for it;
- *   DEEP   SLEEP after FW_DEEP_NS without work: no timer at all; a paced
+ *   DEEP   SLEEP after FW_DEEP_NS without work: no timer (but one of a
+ *          second while a local peer is watched: fw_live.c); a paced
  *          post that leaves us work wakes us (once, not per message).
  */
 #include <errno.h>
@@ -34,7 +35,8 @@
 #define FW_SPIN_NS 20000u     /* poll for work this long before sleeping */
 #define FW_DOZE_NS 500000u    /* look again this often while the host polls ... */
 #define FW_DOZE_MAX_NS 16000000u /* ... backing off to this while it finds nothing */
-#define FW_DEEP_NS 20000000u  /* no work for this long: sleep with no timer */
+#define FW_DEEP_NS 20000000u  /* no work for this long: sleep with no timer ... */
+#define FW_LIVE_SLEEP_NS 1000000000u /* ... but this one while a peer is watched */
 
 const char *const fw_thread_state_name[FW_THREAD_NSTATES] = {
     [FW_THREAD_RUN] = "run",
@@ -120,6 +122,7 @@ static enum fw_thread_state st_doze(struct fw_loop *lp)
     set_state(nic, FW_THREAD_DOZE);
     futex_wait_ns(&nic->doze, 0, ns);
     set_state(nic, FW_THREAD_RUN);
+    nic_peers_check(nic);
     /* A host thread that polls the CQs looks after every VI: doze on. */
     if (atomic_load_explicit(&nic->host_polls_all, memory_order_relaxed) != lp->all_seen &&
         !atomic_load_explicit(&nic->stop, memory_order_relaxed))
@@ -142,10 +145,14 @@ static enum fw_thread_state sleep_announced(struct fw_loop *lp, bool deep)
             ns = lp->held > now ? lp->held - now : 0;
         if (!deep && nic->paced && ns > FW_DOZE_NS)
             ns = FW_DOZE_NS;
+        /* a watched peer may die with nobody to tell us (fw_live.c) */
+        if (atomic_load_explicit(&nic->nlive, memory_order_relaxed) && ns > FW_LIVE_SLEEP_NS)
+            ns = FW_LIVE_SLEEP_NS;
         if (ns)
             futex_wait_ns(&ev->seq, seq, ns); /* (c) */
     }
     atomic_fetch_sub(&ev->sleepers, 1);
+    nic_peers_check(nic);
     set_state(nic, FW_THREAD_RUN);
     lp->polls_seen = atomic_load_explicit(&nic->host_polls, memory_order_relaxed);
     return FW_THREAD_RUN;

@@ -160,7 +160,7 @@ static int tx_xdata(struct fw_vi *vi)
             /* Link full: ask the receiver to wake us when it drains. The
              * store, then the re-check, are ordered by fw_notify's fence. */
             atomic_store(&l->tx->tx_waiting, 1);
-            fw_notify(vi->peer_ev, vi->peer_vi);
+            fw_notify_peer(vi);
             if (!(h = l->ops->reserve(l, frag)))
                 return FW_TX_BLOCKED;
         }

@@ -148,6 +148,7 @@ struct fw_vi {
     int side;               /* 0 requester, 1 acceptor */
     uint32_t peer_vi;
     struct via_event_page *peer_ev;
+    _Atomic int peer_pidfd; /* the peer process (fw_live.c), -1 if not watched */
     bool wake_peer;         /* paced: a packet was published; the peer's wake is owed */
     bool owe_peer, owe_local; /* wakes owed at the end of this turn (fw_vi_wakes) */
     /* For a host's poll without the lock (nic_vi_progress): the last run
@@ -157,6 +158,9 @@ struct fw_vi {
     uint32_t thread_seen;        /* the NIC thread's last look at host_polls */
     _Atomic(struct via_chan *) poll_chan;
     _Atomic(struct via_chan_dir *) poll_dir;
+    /* Our end of a shared-memory link, whose wake word (rx_wake) the host's
+     * waits on this VI sleep on (nic_vi_wake_dir); NULL otherwise. */
+    _Atomic(struct via_chan_dir *) wake_dir;
 
     /* host side of the doorbell: when each slot was rung (T1) */
     uint64_t db_ring_ns[VIA_DB_SLOTS];
@@ -242,7 +246,29 @@ struct fw_nic {
     _Atomic uint32_t host_polls;     /* bumped by host threads that progress */
     _Atomic uint32_t host_polls_all; /* ... all VIs at once (CQ polls) */
     _Atomic uint32_t doze;           /* futex word the thread dozes on */
+
+    /* The arrival bits are hints (any peer may clear them): the VIs with a
+     * link, which fw_progress visits every FW_SWEEP_NS whatever the bits. */
+    _Atomic uint64_t linked[VIA_MAX_VI / 64];
+    _Atomic uint64_t sweep_next;
+
+    /* Liveness of local peers (fw_live.c). */
+    _Atomic uint32_t nlive;          /* VIs whose peer process is watched */
+    _Atomic uint64_t live_next;      /* earliest time of the next look */
 };
+
+/* The VI of an id with a reference (NULL if none), and its release. */
+struct fw_vi *fw_vi_get(struct fw_nic *nic, unsigned id);
+void fw_vi_put(struct fw_vi *vi);
+
+/* The VI has a link (or no longer): swept by fw_progress whatever the bits. */
+void fw_linked_mark(struct fw_vi *vi, bool on);
+
+/* ---- liveness of local peers (fw_live.c; vi->lock held) ---------------------- */
+/* Watch the peer process of a new connection (pidfd < 0: nothing to watch). */
+void fw_live_watch(struct fw_vi *vi, int pidfd);
+/* The connection ends: stop watching. */
+void fw_live_unwatch(struct fw_vi *vi);
 
 /* ---- per-VI pipelines (called with vi->lock held) ------------------------- */
 void fw_vi_init(struct fw_vi *vi, struct fw_nic *nic, uint32_t vi_id, struct via_vi_page *db);
@@ -305,6 +331,11 @@ void fw_vi_error(struct fw_vi *vi, uint32_t code, uint64_t desc_va);
 /* Set vi_id's arrival bit on an event page (UINT32_MAX: none) and wake a
  * sleeper of that page if one asked to be woken. */
 void fw_notify(struct via_event_page *ev, uint32_t vi_id);
+/* fw_notify of the peer's VI, and the wake word of its end of the link
+ * (via_chan_dir.rx_wake), which its VI waits sleep on. */
+void fw_notify_peer(struct fw_vi *vi);
+/* Wake the host's waits asleep on a link end's word (fence (2) done). */
+void fw_wake_dir(struct via_chan_dir *d);
 /* The wakes owed by this turn of the NIC (vi->lock held): called at the
  * end of every turn (fw_nic.c). */
 void fw_vi_wakes(struct fw_vi *vi);

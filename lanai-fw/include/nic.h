@@ -72,8 +72,10 @@ struct fw_vi *nic_vi_create(struct fw_nic *nic, struct via_vi_page *db,
 /* Waits until no progress is inside the VI, then frees it. */
 void nic_vi_destroy(struct fw_vi *vi);
 void nic_vi_set_params(struct fw_vi *vi, const struct nic_vi_params *p);
+/* peer_pidfd: a pidfd of the peer process (the NIC owns it), or -1 (a
+ * remote peer, or none to be had): see nic_peers_check. */
 void nic_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t peer_vi,
-                    struct via_event_page *peer_ev);
+                    struct via_event_page *peer_ev, int peer_pidfd);
 /* Local disconnect or destroy: flush every queued descriptor, detach. */
 void nic_vi_disconnect(struct fw_vi *vi);
 bool nic_vi_take_error(struct fw_vi *vi, struct nic_error *e);
@@ -98,6 +100,24 @@ uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
  */
 uint64_t nic_vi_progress(struct fw_vi *vi, bool host);
 uint64_t nic_progress(struct fw_nic *nic, bool host);
+
+/*
+ * Liveness of local peers (fw_live.c): has a process at the other end of
+ * one of our links died? Its links are then broken as vipd would break
+ * them (the VIs go to the error state in the NIC's next turn, sleepers
+ * are woken), so a dead peer is noticed even when vipd is stopped or
+ * gone. Cheap to call often (it looks at most every 200 ms); never on a
+ * message's path: the host calls it when a wait wakes from its sleep, the
+ * NIC's thread when it wakes from its own. True if a peer was found dead.
+ */
+bool nic_peers_check(struct fw_nic *nic);
+
+/* Where a host thread waiting on this VI sleeps: the wake word of its end
+ * of a shared-memory link (via_chan_dir.rx_wake), which only the peer of
+ * this connection, our own NIC and vipd bump; NULL when the VI has no such
+ * link (then the session's event page). The mapping is the host's: it
+ * must outlive a sleeper that read it (vipl_vi_detach_channel). */
+struct via_chan_dir *nic_vi_wake_dir(struct fw_vi *vi);
 
 /* TPT check of one host range against the VI's ptag: 0 or a VIP_STATUS_ error. */
 uint32_t nic_tpt_check(const struct fw_vi *vi, uint32_t handle, uint64_t va, uint64_t len);

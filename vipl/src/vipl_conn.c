@@ -46,16 +46,17 @@ static void addr_out(const struct via_net_addr *w, VIP_NET_ADDRESS *a)
 }
 
 /* The reply to an accept or a request carries the channel and the peer's
- * event page; with both, the VI is connected. */
+ * event page; with both, the VI is connected. A third fd, when vipd could
+ * open one, is the peer process (its NIC watches it: fw_live.c). */
 static VIP_RETURN attach(struct vip_vi *vi, const struct via_ctl_conn_done_r *r, int *fds,
                          int nfds)
 {
-    if (nfds != 2) {
+    if (nfds != 2 && nfds != 3) {
         for (int i = 0; i < nfds; i++)
             close(fds[i]);
         return vipl_fail(VIP_ERROR_RESOURCE, "vipd sent no channel for the connection");
     }
-    vipl_vi_attach_channel(vi, r, fds[0], fds[1]);
+    vipl_vi_attach_channel(vi, r, fds[0], fds[1], nfds == 3 ? fds[2] : -1);
     return VIP_SUCCESS;
 }
 
@@ -101,7 +102,8 @@ VIP_RETURN VipConnectWait(VIP_NIC_HANDLE NicHandle, VIP_NET_ADDRESS *LocalAddr,
     if (rc != VIP_SUCCESS)
         return rc;
     struct via_ctl_conn_wait_r r;
-    rc = vipl_call_side(n, VIA_CTL_CONN_WAIT, &q, sizeof q, &r, sizeof r, NULL, NULL);
+    rc = vipl_call_side(n, VIA_CTL_CONN_WAIT, &q, sizeof q, &r, sizeof r, NULL, NULL,
+                        Timeout);
     if (rc != VIP_SUCCESS)
         return rc;
     struct vip_conn *c = calloc(1, sizeof *c);
@@ -147,7 +149,7 @@ VIP_RETURN VipConnectAccept(VIP_CONN_HANDLE ConnHandle, VIP_VI_HANDLE ViHandle)
         return vipl_fail(VIP_INVALID_PARAMETER, "bad connection or VI handle");
     struct via_ctl_conn_accept q = {.conn_id = c->conn_id, .vi_id = vi->id};
     struct via_ctl_conn_done_r r;
-    int fds[2], nfds = 2;
+    int fds[3], nfds = 3;
     VIP_RETURN rc = vipl_call(c->nic, VIA_CTL_CONN_ACCEPT, &q, sizeof q, &r, sizeof r, fds,
                               &nfds);
     if (rc == VIP_INVALID_RELIABILITY_LEVEL || rc == VIP_INVALID_STATE ||
@@ -178,8 +180,9 @@ VIP_RETURN VipConnectRequest(VIP_VI_HANDLE ViHandle, VIP_NET_ADDRESS *LocalAddr,
     if (rc != VIP_SUCCESS)
         return rc;
     struct via_ctl_conn_done_r r;
-    int fds[2], nfds = 2;
-    rc = vipl_call_side(vi->nic, VIA_CTL_CONN_REQUEST, &q, sizeof q, &r, sizeof r, fds, &nfds);
+    int fds[3], nfds = 3;
+    rc = vipl_call_side(vi->nic, VIA_CTL_CONN_REQUEST, &q, sizeof q, &r, sizeof r, fds, &nfds,
+                        Timeout);
     if (rc == VIP_SUCCESS)
         rc = attach(vi, &r, fds, nfds);
     if (rc != VIP_SUCCESS)
@@ -230,9 +233,9 @@ static VIP_RETURN peer_outcome(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES *Remote
         return vipl_fail(VIP_INVALID_PARAMETER, "not a VI handle");
     struct via_ctl_vi q = {.vi_id = vi->id};
     struct via_ctl_conn_done_r r;
-    int fds[2], nfds = 2;
+    int fds[3], nfds = 3;
     VIP_RETURN rc = wait ? vipl_call_side(vi->nic, VIA_CTL_PEER_WAIT, &q, sizeof q, &r,
-                                          sizeof r, fds, &nfds)
+                                          sizeof r, fds, &nfds, VIP_INFINITE)
                          : vipl_call(vi->nic, VIA_CTL_PEER_DONE, &q, sizeof q, &r, sizeof r,
                                      fds, &nfds);
     /* Not connected: vi is not touched (another thread may have destroyed

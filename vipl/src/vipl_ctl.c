@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -42,14 +43,26 @@ static unsigned ctl_timeout_ms(void)
     return v > 0 && v < 3600000 ? (unsigned)v : 10000u;
 }
 
+/* How often a call blocked on vipd for a peer (VipConnectWait ...) asks
+ * whether vipd is still there, and how long the answer may take. */
+static unsigned ping_ms(void)
+{
+    const char *e = getenv("VIPD_PING_MS");
+    long v = e && *e ? strtol(e, NULL, 10) : 0;
+    return v > 0 && v < 3600000 ? (unsigned)v : 1000u;
+}
+
 /* A call that timed out on this thread (the socket is then out of step). */
 static _Thread_local bool ctl_timed_out;
 
-static VIP_RETURN roundtrip(int sock, uint32_t op, const void *req, size_t req_len, void *rep,
-                            size_t rep_len, int *fds, int *nfds)
+/* Replies to reports nobody waits for carry this cookie; every call's own
+ * is another, so a reply is never taken for another request's. */
+#define COOKIE_REPORT 0u
+
+static VIP_RETURN call_send(int sock, uint32_t op, const void *req, size_t req_len,
+                            uint64_t cookie)
 {
-    struct via_ctl_hdr h = {.op = op, .len = (uint32_t)req_len};
-    struct via_ctl_reply_hdr r;
+    struct via_ctl_hdr h = {.op = op, .len = (uint32_t)req_len, .cookie = cookie};
     ctl_timed_out = false;
     int rc = ctl_send(sock, &h, sizeof h, req, req_len, NULL, 0);
     if (rc == -EAGAIN || rc == -EWOULDBLOCK) {
@@ -60,10 +73,26 @@ static VIP_RETURN roundtrip(int sock, uint32_t op, const void *req, size_t req_l
     if (rc < 0)
         return vipl_fail(VIP_ERROR_RESOURCE, "vipd connection lost while sending: %s",
                          strerror(-rc));
-    int cap = nfds ? *nfds : 0;
-    long n = ctl_recv(sock, &r, sizeof r, rep, rep_len, fds, &cap);
+    return VIP_SUCCESS;
+}
+
+/* The reply with our cookie; replies to reports are dropped on the way. */
+static VIP_RETURN call_recv(int sock, uint64_t cookie, void *rep, size_t rep_len, int *fds,
+                            int *nfds)
+{
+    struct via_ctl_reply_hdr r;
+    int cap;
+    long n;
+    for (;;) {
+        cap = nfds ? *nfds : 0;
+        n = ctl_recv(sock, &r, sizeof r, rep, rep_len, fds, &cap);
+        if (n < 0 || r.cookie == cookie)
+            break;
+        for (int i = 0; i < cap; i++)
+            close(fds[i]);
+    }
     if (nfds)
-        *nfds = cap;
+        *nfds = n < 0 ? 0 : cap;
     if (n == -EAGAIN || n == -EWOULDBLOCK) {
         ctl_timed_out = true;
         return vipl_fail(VIP_ERROR_RESOURCE, "vipd timed out: no answer within %u ms: is it "
@@ -86,31 +115,162 @@ static VIP_RETURN roundtrip(int sock, uint32_t op, const void *req, size_t req_l
     return VIP_SUCCESS;
 }
 
+static VIP_RETURN roundtrip(int sock, uint32_t op, const void *req, size_t req_len, void *rep,
+                            size_t rep_len, int *fds, int *nfds, uint64_t cookie)
+{
+    VIP_RETURN rc = call_send(sock, op, req, req_len, cookie);
+    if (rc != VIP_SUCCESS) {
+        if (nfds)
+            *nfds = 0;
+        return rc;
+    }
+    return call_recv(sock, cookie, rep, rep_len, fds, nfds);
+}
+
+/* Send the queued reports that the socket takes now (ctl_lock held). A
+ * report is 24 bytes: a socket that polls writable takes it whole. */
+static void send_reports(struct vip_nic *n)
+{
+    pthread_mutex_lock(&n->report_lock);
+    unsigned sent = 0;
+    while (sent < n->nreports) {
+        struct pollfd p = {.fd = n->sock, .events = POLLOUT};
+        if (poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT))
+            break;
+        struct via_ctl_hdr h = {.op = VIA_CTL_VI_ERROR, .len = sizeof n->reports[0],
+                                .cookie = COOKIE_REPORT};
+        if (ctl_send(n->sock, &h, sizeof h, &n->reports[sent], sizeof n->reports[0], NULL,
+                     0) < 0)
+            break;
+        sent++;
+    }
+    memmove(n->reports, n->reports + sent, (n->nreports - sent) * sizeof n->reports[0]);
+    n->nreports -= sent;
+    pthread_mutex_unlock(&n->report_lock);
+}
+
+void vipl_report_vi_error(struct vip_nic *n, uint32_t vi_id, uint32_t code)
+{
+    pthread_mutex_lock(&n->report_lock);
+    /* Full only if vipd has not read its socket for 16 broken VIs: it hears
+     * of the rest when their sessions end (the NIC has told the peers). */
+    if (n->nreports < sizeof n->reports / sizeof n->reports[0])
+        n->reports[n->nreports++] = (struct via_ctl_vi_error){.vi_id = vi_id, .code = code};
+    pthread_mutex_unlock(&n->report_lock);
+    /* A call in progress sends it when done; never wait for that call. */
+    if (pthread_mutex_trylock(&n->ctl_lock) == 0) {
+        send_reports(n);
+        pthread_mutex_unlock(&n->ctl_lock);
+    }
+}
+
 VIP_RETURN vipl_call(struct vip_nic *n, uint32_t op, const void *req, size_t req_len,
                      void *rep, size_t rep_len, int *fds, int *nfds)
 {
     pthread_mutex_lock(&n->ctl_lock);
-    VIP_RETURN rc = roundtrip(n->sock, op, req, req_len, rep, rep_len, fds, nfds);
+    if (++n->ctl_cookie == COOKIE_REPORT)
+        ++n->ctl_cookie;
+    VIP_RETURN rc = roundtrip(n->sock, op, req, req_len, rep, rep_len, fds, nfds,
+                              n->ctl_cookie);
     if (rc != VIP_SUCCESS && ctl_timed_out) {
         /* A reply may still come, and would be taken for the next call's:
          * the session's socket is done with. */
         shutdown(n->sock, SHUT_RDWR);
     }
+    send_reports(n);
     pthread_mutex_unlock(&n->ctl_lock);
     return rc;
 }
 
-VIP_RETURN vipl_call_side(struct vip_nic *n, uint32_t op, const void *req, size_t req_len,
-                          void *rep, size_t rep_len, int *fds, int *nfds)
+static int side_connect(struct vip_nic *n)
 {
-    int s = n->sock_system ? ctl_connect_root(n->sock_path) : ctl_connect(n->sock_path);
+    return n->sock_system ? ctl_connect_root(n->sock_path) : ctl_connect(n->sock_path);
+}
+
+/* Does vipd answer a ping within ping_ms()? On a connection of its own:
+ * the session's socket may be busy, and a ping that times out there
+ * would end the session. */
+static bool vipd_alive(struct vip_nic *n)
+{
+    int s = side_connect(n);
     if (s < 0)
+        return false;
+    unsigned ms = ping_ms();
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    struct via_ctl_hello_r r;
+    VIP_RETURN rc = roundtrip(s, VIA_CTL_PING, NULL, 0, &r, sizeof r, NULL, NULL, 1);
+    close(s);
+    return rc == VIP_SUCCESS;
+}
+
+/* Wait for the side socket's answer: as long as vipd takes while it
+ * answers pings; a ping every ping_ms() and one at the call's own
+ * deadline. */
+static VIP_RETURN await_answer(struct vip_nic *n, int s, uint32_t op, VIP_ULONG timeout_ms)
+{
+    uint64_t now = nic_now_ns(), period = (uint64_t)ping_ms() * 1000000u;
+    /* vipd answers a timed-out call itself, at its deadline: a little
+     * slack before asking whether it still can */
+    uint64_t deadline = timeout_ms >= VIP_INFINITE ? UINT64_MAX
+                                                   : now + (uint64_t)timeout_ms * 1000000u +
+                                                         50000000u;
+    uint64_t next_ping = now + period;
+    for (;;) {
+        uint64_t wake = next_ping < deadline ? next_ping : deadline;
+        now = nic_now_ns();
+        int ms = wake > now ? (int)((wake - now + 999999u) / 1000000u) : 0;
+        struct pollfd p = {.fd = s, .events = POLLIN};
+        int r = poll(&p, 1, ms);
+        if (r > 0)
+            return VIP_SUCCESS; /* an answer, or the end of the socket: call_recv says */
+        if (r < 0 && errno != EINTR)
+            return vipl_fail(VIP_ERROR_RESOURCE, "poll on vipd's socket: %s", strerror(errno));
+        now = nic_now_ns();
+        if (now < wake)
+            continue;
+        if (!vipd_alive(n))
+            return vipl_fail(VIP_ERROR_RESOURCE,
+                             "vipd stopped answering (no answer to a ping within %u ms) while "
+                             "op %u waited for it: is it stopped? (VIPD_PING_MS)",
+                             ping_ms(), op);
+        next_ping = nic_now_ns() + period;
+        if (now >= deadline)
+            deadline = UINT64_MAX; /* alive: its answer is on its way */
+    }
+}
+
+VIP_RETURN vipl_call_side(struct vip_nic *n, uint32_t op, const void *req, size_t req_len,
+                          void *rep, size_t rep_len, int *fds, int *nfds, VIP_ULONG timeout_ms)
+{
+    int s = side_connect(n);
+    if (s < 0) {
+        if (nfds)
+            *nfds = 0;
         return vipl_fail(VIP_ERROR_RESOURCE, "cannot reach vipd at %s: %s", n->sock_path,
                          ctl_refusal()[0] ? ctl_refusal() : strerror(-s));
+    }
+    /* Reads once an answer is there; writes bounded like the session's */
+    unsigned ms = ctl_timeout_ms();
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    /* ATTACH is answered at once by a vipd that runs: timeout 0 */
     struct via_ctl_attach a = {.session_id = n->session_id};
-    VIP_RETURN rc = roundtrip(s, VIA_CTL_ATTACH, &a, sizeof a, NULL, 0, NULL, NULL);
+    VIP_RETURN rc = call_send(s, VIA_CTL_ATTACH, &a, sizeof a, 1);
     if (rc == VIP_SUCCESS)
-        rc = roundtrip(s, op, req, req_len, rep, rep_len, fds, nfds);
+        rc = await_answer(n, s, VIA_CTL_ATTACH, 0);
+    if (rc == VIP_SUCCESS)
+        rc = call_recv(s, 1, NULL, 0, NULL, NULL);
+    if (rc == VIP_SUCCESS)
+        rc = call_send(s, op, req, req_len, 2);
+    if (rc == VIP_SUCCESS)
+        rc = await_answer(n, s, op, timeout_ms);
+    if (rc == VIP_SUCCESS)
+        rc = call_recv(s, 2, rep, rep_len, fds, nfds);
+    else if (nfds)
+        *nfds = 0;
     close(s);
     return rc;
 }

@@ -44,6 +44,12 @@ struct vip_nic {
     VIP_PVOID handle;
     int sock;                    /* control channel to vipd (session) */
     pthread_mutex_t ctl_lock;    /* one request/reply at a time on sock */
+    uint64_t ctl_cookie;         /* of the last request on sock (under ctl_lock) */
+    /* Error reports nobody waits for (VI_ERROR): queued, sent when sock is
+     * free and writable, their replies dropped by cookie (vipl_ctl.c). */
+    pthread_mutex_t report_lock;
+    struct via_ctl_vi_error reports[16];
+    unsigned nreports;
     uint32_t session_id;
     uint32_t nic_index;
     char sock_path[256];
@@ -115,6 +121,11 @@ struct vip_vi {
     struct vip_queue sq, rq;
     struct via_vi_page *db;
     struct via_chan *chan;
+    /* The channel of the last connection, kept mapped until the next one
+     * ends or the VI goes: a wait of another thread may still sleep on
+     * its wake word (nic_vi_wake_dir). */
+    struct via_chan *chan_old;
+    _Atomic uint32_t dir_sleepers; /* waits asleep on a word of chan or chan_old */
     struct via_event_page *peer_ev;
     struct ext_vi ext;           /* short-message extensions (extensions/) */
     struct vip_notifiers notify;
@@ -138,9 +149,15 @@ static inline uint8_t *vipl_na_bytes(const VIP_NET_ADDRESS *a)
 /* ---- vipl_ctl.c: the control channel ------------------------------------- */
 VIP_RETURN vipl_call(struct vip_nic *n, uint32_t op, const void *req, size_t req_len,
                      void *rep, size_t rep_len, int *fds, int *nfds);
-/* The same on a fresh ATTACHed socket, for calls that block (connect). */
+/* The same on a fresh ATTACHed socket, for calls that block (connect):
+ * they wait for vipd as long as vipd takes, but ping it meanwhile (and at
+ * timeout_ms, the call's own Timeout), so a stopped or wedged vipd costs
+ * them VIP_ERROR_RESOURCE within a ping period or two, never a hang. */
 VIP_RETURN vipl_call_side(struct vip_nic *n, uint32_t op, const void *req, size_t req_len,
-                          void *rep, size_t rep_len, int *fds, int *nfds);
+                          void *rep, size_t rep_len, int *fds, int *nfds, VIP_ULONG timeout_ms);
+/* Tell vipd a VI broke its connection, without waiting for vipd: the
+ * report is queued and sent when the session's socket is free. */
+void vipl_report_vi_error(struct vip_nic *n, uint32_t vi_id, uint32_t code);
 /* Connect to vipd, starting one if none runs (unless VIPD_AUTOSTART=0). */
 int vipl_connect_vipd(const char *path, bool system);
 void *vipl_map_fd(int fd, size_t len, int prot);
@@ -189,8 +206,10 @@ struct vip_ptag *vipl_ptag(struct vip_nic *n, VIP_PROTECTION_HANDLE h);
 struct vip_ptag *vipl_ptag_by_id(struct vip_nic *n, uint32_t id);
 
 /* ---- vipl_vi.c / vipl_conn.c ------------------------------------------------------- */
+/* peer_pidfd: the peer process (-1: none; the NIC then learns of its
+ * death from vipd only); the NIC owns it from here on. */
 void vipl_vi_attach_channel(struct vip_vi *vi, const struct via_ctl_conn_done_r *r,
-                            int chan_fd, int peer_ev_fd);
+                            int chan_fd, int peer_ev_fd, int peer_pidfd);
 void vipl_vi_detach_channel(struct vip_vi *vi);
 void vipl_attr_to_wire(const VIP_VI_ATTRIBUTES *a, struct via_vi_attr *w);
 void vipl_attr_from_wire(struct vip_nic *n, const struct via_vi_attr *w, VIP_VI_ATTRIBUTES *a);
@@ -215,7 +234,11 @@ struct vip_vi *vipl_vi_by_id(struct vip_nic *n, uint32_t id, uint16_t gen);
  * paced effect's release time when what it waits for is held. A timeout
  * leaves its reason in vip_last_error(), naming `what`. */
 typedef bool (*vipl_ready_fn)(void *arg, uint64_t *held);
-VIP_RETURN vipl_wait(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn ready, void *arg,
-                     const char *what);
+/* vi: the VI waited on, or cq: the CQ (where it sleeps: vipl_wait.c). */
+VIP_RETURN vipl_wait(struct vip_nic *n, struct vip_vi *vi, struct vip_cq *cq,
+                     VIP_ULONG timeout_ms, vipl_ready_fn ready, void *arg, const char *what);
+/* Before unmapping a channel of vi's: wake the waits asleep on its words
+ * and wait until none is. */
+void vipl_vi_unpin_wait(struct vip_vi *vi);
 
 #endif

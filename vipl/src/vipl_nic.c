@@ -84,6 +84,7 @@ VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle)
         return VIP_ERROR_RESOURCE; /* message set by vipl_connect_vipd */
     }
     pthread_mutex_init(&n->ctl_lock, NULL);
+    pthread_mutex_init(&n->report_lock, NULL);
     pthread_mutex_init(&n->lock, NULL);
 
     struct via_ctl_hello h = {.abi = VIA_ABI_VERSION, .nic = idx, .pid = (uint32_t)getpid(),
@@ -193,6 +194,7 @@ VIP_RETURN VipCloseNic(VIP_NIC_HANDLE NicHandle)
     }
     pthread_mutex_destroy(&n->lock);
     pthread_mutex_destroy(&n->ctl_lock);
+    pthread_mutex_destroy(&n->report_lock);
     vipl_handle_free(n->handle);
     n->magic = VIPL_DEAD;
     free(n);

@@ -118,22 +118,27 @@ VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES *ViAttribs,
 }
 
 void vipl_vi_attach_channel(struct vip_vi *vi, const struct via_ctl_conn_done_r *r,
-                            int chan_fd, int peer_ev_fd)
+                            int chan_fd, int peer_ev_fd, int peer_pidfd)
 {
     vi->chan = vipl_map_fd(chan_fd, sizeof *vi->chan, PROT_READ | PROT_WRITE);
     vi->peer_ev = vipl_map_fd(peer_ev_fd, sizeof *vi->peer_ev, PROT_READ | PROT_WRITE);
-    if (vi->chan && vi->peer_ev && vi->chan->magic == VIA_CHAN_MAGIC)
-        nic_vi_connect(vi->hw, vi->chan, (int)r->side, r->peer_vi, vi->peer_ev);
-    else
+    if (vi->chan && vi->peer_ev && vi->chan->magic == VIA_CHAN_MAGIC) {
+        nic_vi_connect(vi->hw, vi->chan, (int)r->side, r->peer_vi, vi->peer_ev, peer_pidfd);
+    } else {
+        if (peer_pidfd >= 0)
+            close(peer_pidfd);
         atomic_store(&vi->db->state, VIA_VI_ERROR);
+    }
 }
 
 void vipl_vi_detach_channel(struct vip_vi *vi)
 {
     nic_vi_disconnect(vi->hw);
     atomic_store(&vi->db->state, VIA_VI_IDLE);
-    if (vi->chan)
-        munmap(vi->chan, sizeof *vi->chan);
+    vipl_vi_unpin_wait(vi);
+    if (vi->chan_old)
+        munmap(vi->chan_old, sizeof *vi->chan_old);
+    vi->chan_old = vi->chan;
     if (vi->peer_ev)
         munmap(vi->peer_ev, sizeof *vi->peer_ev);
     vi->chan = NULL;
@@ -171,6 +176,9 @@ VIP_RETURN VipDestroyVi(VIP_VI_HANDLE ViHandle)
     if (vi->rcq)
         atomic_fetch_sub(&vi->rcq->nvis, 1);
     munmap(vi->db, sizeof *vi->db);
+    vipl_vi_unpin_wait(vi);
+    if (vi->chan_old)
+        munmap(vi->chan_old, sizeof *vi->chan_old);
     pthread_mutex_destroy(&vi->lock);
     vi->magic = VIPL_DEAD;
     free(vi);

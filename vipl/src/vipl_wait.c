@@ -10,13 +10,15 @@
  * own for when nobody polls; a polling host is faster, and costs no wake.)
  *
  * Waiting spins briefly (a message usually arrives within microseconds),
- * then sleeps on the session's event page futex; a peer NIC, our own NIC
- * completing a descriptor, or vipd wakes the sleeper only if it asked
- * (sleepers != 0), so a busy receiver costs nobody a system call. The
- * ordering argument is beside fw_notify (lanai-fw/fw_cmpl.c).
+ * then sleeps on a futex (a VI's wait on its connection's wake word, a
+ * CQ's on the event page and its VIs' words: sleep_set below); a peer NIC,
+ * our own NIC completing a descriptor, or vipd wakes the sleeper only if
+ * it asked (sleepers != 0), so a busy receiver costs nobody a system call.
+ * The ordering argument is beside fw_notify (lanai-fw/fw_cmpl.c).
  */
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -75,10 +77,10 @@ void vipl_deliver_error(struct vip_vi *vi)
     if (!nic_vi_take_error(vi->hw, &ne))
         return;
     if (ne.tell_agent) {
-        /* The kernel agent breaks the connection and tells the peer; no
-         * lock of ours is held across this round trip. */
-        struct via_ctl_vi_error q = {.vi_id = vi->id, .code = ne.code};
-        vipl_call(vi->nic, VIA_CTL_VI_ERROR, &q, sizeof q, NULL, 0, NULL, NULL);
+        /* The kernel agent breaks the connection and tells the peer. Not
+         * waited for: the NIC has already broken the link and woken the
+         * peer, and a wait must keep its timeout whatever vipd does. */
+        vipl_report_vi_error(vi->nic, vi->id, ne.code);
     }
     VIP_ERROR_DESCRIPTOR e = {
         .NicHandle = vi->nic->handle,
@@ -186,6 +188,105 @@ VIP_RETURN VipRecvDone(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR **DescriptorPtr)
 
 /* ---- waiting ------------------------------------------------------------------ */
 
+/*
+ * Where a wait sleeps. Every word it sleeps on is one of fw_notify's
+ * protocol: a futex word and a count of its sleepers. A VI's wait sleeps
+ * on the wake word of its own connection (via_chan_dir.rx_wake), which
+ * only that peer, our NIC and vipd write; a CQ's wait on the event page
+ * (our NIC's completions, vipd) and on the connection words of the VIs
+ * bound to the CQ (up to SLEEP_MAX - 1 of them, by futex_waitv). So a peer
+ * that writes our event page, which every peer maps, cannot keep another
+ * peer's wake-ups from reaching a wait that sleeps on that peer's word.
+ * A VI whose connection word we sleep on is pinned (dir_sleepers): its
+ * channel stays mapped until we leave (vipl_vi_unpin_wait).
+ */
+#define SLEEP_MAX 64 /* futex_waitv takes up to 128 */
+
+struct sleep_set {
+    unsigned n;
+    struct futex_waitv wv[SLEEP_MAX];
+    _Atomic uint32_t *sleepers[SLEEP_MAX];
+    struct vip_vi *pinned[SLEEP_MAX];
+};
+
+static void set_add(struct sleep_set *s, _Atomic uint32_t *word, _Atomic uint32_t *sleepers,
+                    struct vip_vi *pin)
+{
+    s->wv[s->n] = (struct futex_waitv){.val = atomic_load(word), .uaddr = (uintptr_t)word,
+                                       .flags = FUTEX_32};
+    s->sleepers[s->n] = sleepers;
+    s->pinned[s->n] = pin;
+    s->n++;
+    atomic_fetch_add(sleepers, 1); /* after reading the word: (a) */
+}
+
+/* The connection word of vi, pinned; false if it has none. */
+static bool add_vi(struct sleep_set *s, struct vip_vi *vi)
+{
+    atomic_fetch_add(&vi->dir_sleepers, 1);
+    struct via_chan_dir *d = nic_vi_wake_dir(vi->hw);
+    if (!d) {
+        atomic_fetch_sub(&vi->dir_sleepers, 1);
+        return false;
+    }
+    set_add(s, &d->rx_wake, &d->rx_sleepers, vi);
+    return true;
+}
+
+static void sleep_set_build(struct sleep_set *s, struct vip_nic *n, struct vip_vi *vi,
+                            struct vip_cq *cq)
+{
+    s->n = 0;
+    if (vi && add_vi(s, vi))
+        return;
+    set_add(s, &n->ev->seq, &n->ev->sleepers, NULL);
+    if (!cq || !atomic_load_explicit(&cq->nvis, memory_order_relaxed))
+        return;
+    pthread_mutex_lock(&n->lock);
+    for (unsigned id = 0; id < VIA_MAX_VI && s->n < SLEEP_MAX; id++) {
+        struct vip_vi *v = n->vis[id];
+        if (v && (v->scq == cq || v->rcq == cq))
+            add_vi(s, v);
+    }
+    pthread_mutex_unlock(&n->lock);
+}
+
+static void sleep_set_wait(struct sleep_set *s, uint64_t ns)
+{
+    if (s->n == 1) {
+        struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+        syscall(SYS_futex, (void *)(uintptr_t)s->wv[0].uaddr, FUTEX_WAIT, s->wv[0].val, &ts,
+                NULL, 0);
+        return;
+    }
+    uint64_t until = nic_now_ns() + ns;
+    struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
+    syscall(SYS_futex_waitv, s->wv, s->n, 0, &ts, CLOCK_MONOTONIC);
+}
+
+static void sleep_set_leave(struct sleep_set *s)
+{
+    for (unsigned i = 0; i < s->n; i++) {
+        atomic_fetch_sub(s->sleepers[i], 1);
+        if (s->pinned[i])
+            atomic_fetch_sub(&s->pinned[i]->dir_sleepers, 1);
+    }
+}
+
+void vipl_vi_unpin_wait(struct vip_vi *vi)
+{
+    if (!atomic_load(&vi->dir_sleepers))
+        return;
+    struct via_chan *chs[2] = {vi->chan, vi->chan_old};
+    for (unsigned c = 0; c < 2; c++)
+        for (unsigned d = 0; chs[c] && d < 2; d++) {
+            atomic_fetch_add(&chs[c]->dir[d].rx_wake, 1);
+            syscall(SYS_futex, &chs[c]->dir[d].rx_wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        }
+    while (atomic_load(&vi->dir_sleepers))
+        sched_yield();
+}
+
 static uint64_t deadline_of(VIP_ULONG timeout_ms)
 {
     if (timeout_ms >= VIP_INFINITE)
@@ -193,8 +294,8 @@ static uint64_t deadline_of(VIP_ULONG timeout_ms)
     return nic_now_ns() + (uint64_t)timeout_ms * 1000000u;
 }
 
-VIP_RETURN vipl_wait(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn ready, void *arg,
-                     const char *what)
+VIP_RETURN vipl_wait(struct vip_nic *n, struct vip_vi *vi, struct vip_cq *cq,
+                     VIP_ULONG timeout_ms, vipl_ready_fn ready, void *arg, const char *what)
 {
     uint64_t held = 0;
     if (ready(arg, &held))
@@ -218,8 +319,8 @@ VIP_RETURN vipl_wait(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn read
         uint64_t now = nic_now_ns();
         if (now >= deadline)
             return vipl_fail(VIP_TIMEOUT,
-                             "%s: nothing completed within %lu ms (%u sleeps on the event "
-                             "page; the peer sent nothing that could complete it)",
+                             "%s: nothing completed within %lu ms (%u sleeps; "
+                             "the peer sent nothing that could complete it)",
                              what, (unsigned long)timeout_ms, sleeps);
         if (now < spin_until)
             continue;
@@ -227,31 +328,31 @@ VIP_RETURN vipl_wait(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn read
          * polling rather than sleep past it. */
         if (held && held < now + 50000000u)
             continue;
-        /* Sleep: announce ourselves, re-check, then wait for seq to move. */
-        struct via_event_page *ev = n->ev;
-        uint32_t seq = atomic_load(&ev->seq);
-        atomic_fetch_add(&ev->sleepers, 1); /* (a) of fw_notify's protocol */
+        /* Sleep: announce ourselves, re-check, then wait for a word to move. */
+        struct sleep_set ss;
+        sleep_set_build(&ss, n, vi, cq); /* (a) of fw_notify's protocol */
         atomic_thread_fence(memory_order_seq_cst);
         held = 0;
         if (ready(arg, &held)) { /* (b) */
-            atomic_fetch_sub(&ev->sleepers, 1);
+            sleep_set_leave(&ss);
             spin_adapt(n, slept, slept_ns);
             return VIP_SUCCESS;
         }
         if (held) {
             /* What we wait for has arrived and is held until its modelled
              * time: nobody will wake us for it, so do not sleep. */
-            atomic_fetch_sub(&ev->sleepers, 1);
+            sleep_set_leave(&ss);
             continue;
         }
         uint64_t left = deadline - now;
         /* Wake at least once a second: bounds the cost of any lost wake-up. */
         if (left > 1000000000u)
             left = 1000000000u;
-        struct timespec ts = {(time_t)(left / 1000000000u), (long)(left % 1000000000u)};
         uint64_t t_sleep = nic_now_ns();
-        syscall(SYS_futex, &ev->seq, FUTEX_WAIT, seq, &ts, NULL, 0); /* (c) */
-        atomic_fetch_sub(&ev->sleepers, 1);
+        sleep_set_wait(&ss, left); /* (c) */
+        sleep_set_leave(&ss);
+        /* A peer that died while vipd could not tell us (nic.h). */
+        nic_peers_check(n->hw);
         sleeps++;
         slept = true;
         slept_ns = nic_now_ns() - t_sleep;
@@ -277,7 +378,8 @@ static VIP_RETURN vi_wait(VIP_VI_HANDLE h, VIP_ULONG timeout, VIP_DESCRIPTOR **o
     if (!vi || !out)
         return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument to a wait");
     struct vi_wait w = {vi, recv, out};
-    return vipl_wait(vi->nic, timeout, vi_ready, &w, recv ? "VipRecvWait" : "VipSendWait");
+    return vipl_wait(vi->nic, vi, NULL, timeout, vi_ready, &w,
+                     recv ? "VipRecvWait" : "VipSendWait");
 }
 
 VIP_RETURN VipSendWait(VIP_VI_HANDLE ViHandle, VIP_ULONG Timeout, VIP_DESCRIPTOR **DescriptorPtr)
@@ -371,5 +473,5 @@ VIP_RETURN VipCQWait(VIP_CQ_HANDLE CQHandle, VIP_ULONG Timeout, VIP_VI_HANDLE *V
         return vipl_fail(VIP_ERROR_RESOURCE, "CQ overflowed: completions were lost "
                                              "(create it with more entries)");
     struct cq_wait w = {cq, ViHandle, RecvQueue};
-    return vipl_wait(cq->nic, Timeout, cq_ready, &w, "VipCQWait");
+    return vipl_wait(cq->nic, NULL, cq, Timeout, cq_ready, &w, "VipCQWait");
 }
