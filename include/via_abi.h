@@ -26,7 +26,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define VIA_ABI_VERSION 3u
+#include "via_net.h"
+
+#define VIA_ABI_VERSION 4u /* 4: the channel names its link (shm or UDP); net counters */
 #define VIA_PAGE_SIZE 4096u
 #define VIA_CACHELINE 64u
 
@@ -212,7 +214,8 @@ struct via_status_page {
     _Atomic uint32_t pid;
     _Atomic uint64_t trace_head;
     _Atomic uint64_t progress_calls;
-    uint8_t pad[VIA_PAGE_SIZE - 24];
+    struct via_net_counters net; /* the session's UDP links (via_net.h) */
+    uint8_t pad[VIA_PAGE_SIZE - 24 - sizeof(struct via_net_counters)];
     struct via_trace_rec trace[VIA_TRACE_SLOTS];
 };
 static_assert(sizeof(struct via_status_page) == VIA_PAGE_SIZE + 32 * VIA_TRACE_SLOTS,
@@ -340,9 +343,15 @@ struct via_chan {
     uint32_t reliability;
     uint32_t vi_id[2];  /* VI id of each side on its NIC */
     uint16_t nic[2];
-    uint32_t pad[7];
+    /* VIA_LINK_SHM: dir[] is the link. VIA_LINK_UDP: the peer is on
+     * another host; the link is a UDP socket vipd handed over with the
+     * channel (its fd in place of the peer's event page), dir[] unused,
+     * and faults are the rates vipd --faults set for it (via_net.h). */
+    uint32_t link;
+    struct via_net_faults faults;
     struct via_chan_dir dir[2];
 };
+enum via_link_kind { VIA_LINK_SHM = 0, VIA_LINK_UDP = 1 };
 #define VIA_CHAN_MAGIC 0x56494143u /* "VIAC" */
 
 /* ---- the NIC page: timing profile and modelled resources --------------------

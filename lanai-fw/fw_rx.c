@@ -59,7 +59,7 @@ static void rx_answer(struct fw_vi *vi)
         bool nak = vi->nak_owed != 0;
         struct via_wire_hdr *h = l->ops->reserve(l, 0);
         if (!h) {
-            atomic_store(&l->tx->tx_waiting, 1);
+            l->ops->stall(l);
             fw_want_visit(vi);
             return;
         }
@@ -104,7 +104,7 @@ static void rx_respond(struct fw_vi *vi)
         uint32_t frag = left < VIA_MTU ? left : VIA_MTU;
         struct via_wire_hdr *h = l->ops->reserve(l, frag);
         if (!h) {
-            atomic_store(&l->tx->tx_waiting, 1);
+            l->ops->stall(l);
             fw_want_visit(vi);
             return;
         }
@@ -449,9 +449,7 @@ static void rx_packets(struct fw_vi *vi)
         vi->rx_pkts++;
         n++;
     }
-    struct via_chan_dir *in = l->rx;
-    if (n && atomic_load_explicit(&in->tx_waiting, memory_order_relaxed) &&
-        atomic_exchange(&in->tx_waiting, 0))
+    if (l->ops->drained(l, n))
         fw_notify(vi->peer_ev, vi->peer_vi);
 }
 
@@ -511,13 +509,19 @@ void fw_vi_init(struct fw_vi *vi, struct fw_nic *nic, uint32_t vi_id, struct via
     atomic_store(&db->rq.cons, atomic_load(&db->rq.prod));
 }
 
-void fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t peer_vi,
-                   struct via_event_page *peer_ev)
+bool fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t peer_vi,
+                   struct via_event_page *peer_ev, int sock)
 {
+    if (chan->link == VIA_LINK_UDP) {
+        if (!fw_link_udp_init(&vi->link, vi->nic, chan, side, sock))
+            return false;
+        peer_ev = NULL; /* the peer is another host's: nobody to wake here */
+    } else {
+        fw_link_shm_init(&vi->link, chan, side);
+    }
     vi->chan = chan;
-    fw_link_shm_init(&vi->link, chan, side);
     atomic_store(&vi->poll_chan, chan);
-    atomic_store(&vi->poll_dir, vi->link.rx);
+    atomic_store(&vi->poll_dir, vi->link.rx); /* NULL for UDP: no lock-free quiet check */
     atomic_store(&vi->quiet, false);
     vi->side = side;
     vi->peer_vi = peer_vi;
@@ -533,6 +537,20 @@ void fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t p
     vi->err_reported = vi->err_told = vi->in_error = false;
     atomic_store(&vi->err_pending, false);
     atomic_store(&vi->db->state, VIA_VI_CONNECTED);
+    return true;
+}
+
+void fw_link_failed(struct fw_vi *vi)
+{
+    if (vi->tx != FW_TX_IDLE) {
+        fw_updt(vi, &vi->txd, false, VIP_STATUS_TRANSPORT_ERROR, 0);
+        vi->sq.head++;
+        vi->tx = FW_TX_IDLE;
+    }
+    uint32_t open = VIA_CHAN_OPEN;
+    atomic_compare_exchange_strong(&vi->chan->state, &open, VIA_CHAN_BROKEN);
+    fw_vi_error(vi, VIP_ERROR_CONN_LOST, 0);
+    vi->err_told = true; /* the agent tells the peer's host, if it can still hear */
 }
 
 void fw_vi_disconnect(struct fw_vi *vi)
@@ -542,6 +560,8 @@ void fw_vi_disconnect(struct fw_vi *vi)
     atomic_store(&vi->poll_dir, NULL);
     atomic_store(&vi->poll_chan, NULL);
     vi->chan = NULL;
+    if (vi->link.ops && vi->link.ops->fini)
+        vi->link.ops->fini(&vi->link);
     vi->link = (struct fw_link){0};
     vi->peer_ev = NULL;
     vi->wake_peer = false;

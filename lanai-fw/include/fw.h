@@ -242,12 +242,16 @@ struct fw_nic {
     _Atomic uint32_t host_polls;     /* bumped by host threads that progress */
     _Atomic uint32_t host_polls_all; /* ... all VIs at once (CQ polls) */
     _Atomic uint32_t doze;           /* futex word the thread dozes on */
+    struct fw_waker *waker;          /* UDP links: watches their sockets (fw_net.c) */
 };
 
 /* ---- per-VI pipelines (called with vi->lock held) ------------------------- */
 void fw_vi_init(struct fw_vi *vi, struct fw_nic *nic, uint32_t vi_id, struct via_vi_page *db);
-void fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t peer_vi,
-                   struct via_event_page *peer_ev);
+bool fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t peer_vi,
+                   struct via_event_page *peer_ev, int sock);
+/* The link gave up on the peer (a network link's transport): the message
+ * in flight completes with the transport error, the VI goes to error. */
+void fw_link_failed(struct fw_vi *vi);
 /* Local disconnect or destroy: flush every queued descriptor, detach. */
 void fw_vi_disconnect(struct fw_vi *vi);
 

@@ -72,8 +72,11 @@ struct fw_vi *nic_vi_create(struct fw_nic *nic, struct via_vi_page *db,
 /* Waits until no progress is inside the VI, then frees it. */
 void nic_vi_destroy(struct fw_vi *vi);
 void nic_vi_set_params(struct fw_vi *vi, const struct nic_vi_params *p);
-void nic_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t peer_vi,
-                    struct via_event_page *peer_ev);
+/* peer_ev: the peer's event page (a shared-memory link), or NULL with
+ * sock the connected UDP socket of a VIA_LINK_UDP channel (the NIC owns it
+ * from here on). false: the link could not be set up (VI in error). */
+bool nic_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t peer_vi,
+                    struct via_event_page *peer_ev, int sock);
 /* Local disconnect or destroy: flush every queued descriptor, detach. */
 void nic_vi_disconnect(struct fw_vi *vi);
 bool nic_vi_take_error(struct fw_vi *vi, struct nic_error *e);
