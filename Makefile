@@ -19,7 +19,7 @@ SOVER    := 1
 VERSION  := 0.1.0
 
 # Debian packages the build, tests and benchmarks need (see README).
-DEB_BUILD := gcc make libc6-dev pkg-config libpci-dev libkmod-dev
+DEB_BUILD := gcc make libc6-dev pkg-config libpci-dev libkmod-dev libfabric-dev
 DEB_TEST  := libcunit1-dev
 DEB_BENCH := gnuplot-nox libfabric-bin ucx-utils
 DEB_FUZZ  := clang libclang-rt-dev
@@ -31,7 +31,9 @@ VIPCTL_SRCS:= $(wildcard kdriver/vipctl*.c) kdriver/ctl_sock.c kdriver/kd_hostif
 # vipctl alone links libpci and libkmod (nics, doctor: vipctl_hostdev.c).
 HOSTDEV_PKGS := libpci libkmod
 HOSTDEV_LIBS := $(shell pkg-config --libs $(HOSTDEV_PKGS) 2>/dev/null)
-BENCH_SRCS := $(filter-out bench/am2_%,$(wildcard bench/*.c))
+# fi_* are plain libfabric programs (references for the libfabric link), nothing of ours.
+FI_BENCH_SRCS := $(wildcard bench/fi_*.c)
+BENCH_SRCS := $(filter-out bench/am2_% $(FI_BENCH_SRCS),$(wildcard bench/*.c))
 AM2_BENCH_SRCS := $(wildcard bench/am2_*.c)
 TEST_SRCS  := $(wildcard tests/test_*.c)
 # The firmware tests' fixture calls internals: only INTERNAL_TESTS link it.
@@ -52,7 +54,7 @@ AM2_HELPERS:= $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/am2_*.c))
 
 # Tests and benchmarks that call library internals (fw_*, vipl_*, ...), which
 # libvipl.so does not export: they link libvipl.a instead.
-INTERNAL_TESTS  := test_fw_link test_fw_pipeline test_fw_errors test_fw_rdma test_fw_hostile test_model test_fw_cq test_ext
+INTERNAL_TESTS  := test_fw_link test_fw_ofi test_fw_pipeline test_fw_errors test_fw_rdma test_fw_hostile test_model test_fw_cq test_ext
 INTERNAL_BENCHES:= vip_model
 # The multi-threaded tests, which check-tsan runs (those that exist).
 TSAN_TESTS := test_threads test_progress test_multi test_fw_cq test_cq test_am2_vipl
@@ -77,6 +79,7 @@ BENCHES_A := $(filter $(patsubst %,$(B)/bin/%,$(INTERNAL_BENCHES)),$(BENCHES))
 TESTS_A   := $(filter $(patsubst %,$(B)/tests/%,$(INTERNAL_TESTS)),$(TESTS))
 TESTS_AM2 := $(filter $(B)/tests/test_am2%,$(TESTS))
 AM2_BENCHES := $(patsubst bench/%.c,$(B)/bin/%,$(AM2_BENCH_SRCS))
+FI_BENCHES := $(patsubst bench/%.c,$(B)/bin/%,$(FI_BENCH_SRCS))
 
 # Empty when CUnit's header is missing: then `all` skips the tests.
 HAVE_CUNIT := $(shell $(CC) $(CFLAGS) -E -include CUnit/CUnit.h -x c /dev/null >/dev/null 2>&1 && echo y)
@@ -91,7 +94,7 @@ all: progs testprogs
 endif
 # everything but the tests (which need CUnit)
 progs: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(VIPD_START) $(BENCHES) $(B)/lib/pkgconfig/vipl.pc \
-	$(AM2SO) $(AM2A) $(AMRUN) $(AM2_BENCHES) $(B)/lib/pkgconfig/am2.pc
+	$(AM2SO) $(AM2A) $(AMRUN) $(AM2_BENCHES) $(B)/lib/pkgconfig/am2.pc $(FI_BENCHES)
 testprogs: $(TESTS) $(OLDVIA) $(COMPAT_PROGS) $(AM2_HELPERS)
 
 $(B)/obj/%.o: %.c
@@ -133,6 +136,10 @@ $(VIPD_START): kdriver/vipd-start.sh
 $(filter-out $(BENCHES_A),$(BENCHES)): $(B)/bin/%: $(B)/obj/bench/%.o $(LIBSO)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/lib -lvipl -Wl,-rpath,'$$ORIGIN/../lib' -lm -lpthread
+
+$(FI_BENCHES): $(B)/bin/%: $(B)/obj/bench/%.o
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< -lfabric
 
 $(BENCHES_A): $(B)/bin/%: $(B)/obj/bench/%.o $(LIBA)
 	@mkdir -p $(dir $@)

@@ -679,7 +679,9 @@ static void test_sched_doorbell_scan(void)
     setup_opts(&(struct opts){.rel = VIP_SERVICE_UNRELIABLE, .prof = &prof});
     struct via_nic_page *np = F.np;
     atomic_store(&np->scan_slots, 8);
-    const uint64_t busy = 1000000000000ull, dur = 5000;
+    /* Times near now: the NIC believes shared times at most 1 s ahead of its
+     * clock (a fixed time would be "far future" on a machine just booted). */
+    const uint64_t busy = nic_now_ns() + 100000, dur = 5000;
     /* rung while the LANai is busy: the loop restarts from the first pair */
     atomic_store(&np->lanai_busy_until, busy);
     uint64_t s = fw_sched_send(F.nic, 3, busy - 10, dur);
@@ -692,7 +694,7 @@ static void test_sched_doorbell_scan(void)
     uint64_t lo = UINT64_MAX, hi = 0;
     for (unsigned i = 0; i < 200; i++) {
         atomic_store(&np->lanai_busy_until, 0);
-        uint64_t ring = busy + (uint64_t)i * 100000;
+        uint64_t ring = busy + (uint64_t)i * 1000;
         s = fw_sched_send(F.nic, 3, ring, dur);
         CU_ASSERT(s >= ring && s < ring + 8 * 1000);
         uint64_t d = s - ring;
