@@ -81,7 +81,7 @@ static void udp_fini(struct fw_link *l)
     if (!u)
         return;
     fw_rtx_linger(u);
-    fw_net_unwatch(u);
+    fw_net_unwatch(u->nic, &u->watch);
     fw_fault_fini(&u->fault);
     fw_rtx_fini(u);
     close(u->sock);
@@ -131,7 +131,9 @@ bool fw_link_udp_init(struct fw_link *l, struct fw_nic *nic, struct via_chan *ch
     l->tx = l->rx = NULL;
     l->udp = u;
     fw_fault_init(&u->fault, &chan->faults, u->vi_id);
-    if (!fw_rtx_init(u) || !fw_net_watch(u)) {
+    u->watch.fd = sock;
+    u->watch.vi_id = u->vi_id;
+    if (!fw_rtx_init(u) || !fw_net_watch(nic, &u->watch)) {
         fw_rtx_fini(u);
         close(sock);
         free(u);

@@ -135,7 +135,7 @@ unsigned fw_net_recv(struct fw_udp *u, uint32_t *len)
 
 struct fw_waker {
     pthread_mutex_t lock;
-    struct fw_udp *links; /* under lock */
+    struct fw_watch *links; /* under lock */
     int ep, stopfd;
     pthread_t thread;
 };
@@ -147,7 +147,7 @@ static uint64_t waker_timers(struct fw_waker *w, struct fw_nic *nic)
 {
     uint64_t now = hal_now_ns(), next = 0;
     pthread_mutex_lock(&w->lock);
-    for (struct fw_udp *u = w->links; u; u = u->next_reg) {
+    for (struct fw_watch *u = w->links; u; u = u->next) {
         uint64_t d = atomic_load_explicit(&u->due_ns, memory_order_relaxed);
         if (!d)
             continue;
@@ -218,33 +218,34 @@ static struct fw_waker *waker_of(struct fw_nic *nic, bool make)
     return w;
 }
 
-bool fw_net_watch(struct fw_udp *u)
+bool fw_net_watch(struct fw_nic *nic, struct fw_watch *u)
 {
-    struct fw_waker *w = waker_of(u->nic, true);
+    struct fw_waker *w = waker_of(nic, true);
     if (!w)
         return false;
     /* Edge-triggered: one wake per arrival, none while the queue is
      * merely not empty (a poller is taking it). */
     struct epoll_event e = {.events = EPOLLIN | EPOLLET, .data.u32 = u->vi_id};
-    if (epoll_ctl(w->ep, EPOLL_CTL_ADD, u->sock, &e) < 0)
+    if (u->fd >= 0 && epoll_ctl(w->ep, EPOLL_CTL_ADD, u->fd, &e) < 0)
         return false;
     pthread_mutex_lock(&w->lock);
-    u->next_reg = w->links;
+    u->next = w->links;
     w->links = u;
     pthread_mutex_unlock(&w->lock);
     return true;
 }
 
-void fw_net_unwatch(struct fw_udp *u)
+void fw_net_unwatch(struct fw_nic *nic, struct fw_watch *u)
 {
-    struct fw_waker *w = waker_of(u->nic, false);
+    struct fw_waker *w = waker_of(nic, false);
     if (!w)
         return;
-    epoll_ctl(w->ep, EPOLL_CTL_DEL, u->sock, NULL);
+    if (u->fd >= 0)
+        epoll_ctl(w->ep, EPOLL_CTL_DEL, u->fd, NULL);
     pthread_mutex_lock(&w->lock);
-    for (struct fw_udp **pp = &w->links; *pp; pp = &(*pp)->next_reg)
+    for (struct fw_watch **pp = &w->links; *pp; pp = &(*pp)->next)
         if (*pp == u) {
-            *pp = u->next_reg;
+            *pp = u->next;
             break;
         }
     pthread_mutex_unlock(&w->lock);

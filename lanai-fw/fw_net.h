@@ -47,6 +47,17 @@ struct fw_rtx_slot {
     uint64_t first_ns;  /* first sent: the give-up clock */
 };
 
+/* What the waker watches for one VI of a network link: a descriptor that
+ * turns readable when something arrives, and a time to visit the VI at.
+ * due_ns is the link's to set (0: never); fd and vi_id are fixed while
+ * watched; next is the waker's (under its lock). */
+struct fw_watch {
+    int fd;
+    uint32_t vi_id;
+    _Atomic uint64_t due_ns;
+    struct fw_watch *next;
+};
+
 struct fw_udp {
     int sock;
     struct fw_nic *nic;
@@ -76,8 +87,7 @@ struct fw_udp {
     bool want_ack_at_turn;
 
     struct fw_fault fault;
-    _Atomic uint64_t due_ns; /* the waker visits the VI then (0: never) */
-    struct fw_udp *next_reg; /* the waker's list (fw_net.c) */
+    struct fw_watch watch;  /* the waker's: the socket and the retransmission time */
 };
 
 /* ---- fw_net.c ---------------------------------------------------------------- */
@@ -85,9 +95,10 @@ struct fw_udp {
 void fw_net_send(struct fw_udp *u, uint8_t *const *buf, const uint32_t *len, unsigned n);
 /* Receive up to FW_NET_BATCH frames into u->spare[]: their count (0 none). */
 unsigned fw_net_recv(struct fw_udp *u, uint32_t *len);
-/* The waker: watches u's socket and due_ns while nobody polls. */
-bool fw_net_watch(struct fw_udp *u);
-void fw_net_unwatch(struct fw_udp *u);
+/* The waker: watches w's descriptor and time while nobody polls, and
+ * then sets the VI's arrival bit and wakes its sleepers (fw_notify). */
+bool fw_net_watch(struct fw_nic *nic, struct fw_watch *w);
+void fw_net_unwatch(struct fw_nic *nic, struct fw_watch *w);
 /* The NIC's waker thread goes with the NIC (nic_destroy). */
 void fw_net_nic_fini(struct fw_nic *nic);
 static inline void fw_net_count(_Atomic uint64_t *c, uint64_t n)

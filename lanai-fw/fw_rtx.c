@@ -363,7 +363,7 @@ uint64_t fw_rtx_turn(struct fw_udp *u)
         send_control(u, VIA_NET_ACK, 0, 0);
     fw_fault_send(u, NULL, NULL, 0);
     if (u->snd_una == u->snd_sent) {
-        atomic_store_explicit(&u->due_ns, u->fault.nheld ? now + 1000000u : 0,
+        atomic_store_explicit(&u->watch.due_ns, u->fault.nheld ? now + 1000000u : 0,
                               memory_order_relaxed);
         return 0;
     }
@@ -373,7 +373,7 @@ uint64_t fw_rtx_turn(struct fw_udp *u)
         u->failed = true;
         u->fail_told = true;
         fw_net_count(&u->cnt->timeouts, 1);
-        atomic_store_explicit(&u->due_ns, 0, memory_order_relaxed);
+        atomic_store_explicit(&u->watch.due_ns, 0, memory_order_relaxed);
         return UINT64_MAX;
     }
     uint64_t rto = u->rto_ns << (s->tries > 6 ? 6 : s->tries - 1);
@@ -389,6 +389,6 @@ uint64_t fw_rtx_turn(struct fw_udp *u)
             }
         }
     }
-    atomic_store_explicit(&u->due_ns, s->sent_ns + rto, memory_order_relaxed);
+    atomic_store_explicit(&u->watch.due_ns, s->sent_ns + rto, memory_order_relaxed);
     return 0;
 }
