@@ -351,7 +351,7 @@ struct via_chan {
     struct via_net_faults faults;
     struct via_chan_dir dir[2];
 };
-enum via_link_kind { VIA_LINK_SHM = 0, VIA_LINK_UDP = 1 };
+enum via_link_kind { VIA_LINK_SHM = 0, VIA_LINK_UDP = 1, VIA_LINK_OFI = 2 };
 #define VIA_CHAN_MAGIC 0x56494143u /* "VIAC" */
 
 /* ---- the NIC page: timing profile and modelled resources --------------------

@@ -90,7 +90,7 @@ static_assert(sizeof(struct via_host_msg) == 16, "host msg");
 
 struct via_host_hello {
     uint32_t host_id;
-    uint32_t pad;
+    uint32_t link; /* enum via_link_kind of the sender (vipd --link): both must agree */
 };
 
 /* A connection request for a NIC of the receiving vipd. peer: the request

@@ -242,6 +242,7 @@ struct kd_state {
     unsigned nnethosts;
     uint64_t hb_ns, host_timeout_ns;
     struct via_net_faults faults; /* --faults: every UDP link's */
+    uint32_t link; /* --link: enum via_link_kind of connections to other hosts */
 };
 extern struct kd_state kd;
 /* Sessions one vipd (one user's) serves at once unless told otherwise. */
@@ -397,6 +398,7 @@ void kd_peer_expire(uint64_t now_ns);
 /* ---- hosts (kd_host.c) ------------------------------------------------------------ */
 struct pollfd;
 uint32_t kd_host_id_of(uint32_t ip, uint16_t port);
+const char *kd_link_name(uint32_t link); /* enum via_link_kind: "udp", "ofi", ... */
 /* "A.B.C.D:PORT" */
 bool kd_host_parse_addr(const char *s, uint32_t *ip, uint16_t *port);
 /* A host of the hosts file (the same address twice: the first's entry);

@@ -367,7 +367,7 @@ struct via_chan *kd_conn_chan_new(struct kd_conn *cn, int *fd, struct kd_reply *
     }
     ch->magic = VIA_CHAN_MAGIC;
     ch->conn_id = cn->host ? cn->wire_id : cn->id;
-    ch->link = cn->host ? VIA_LINK_UDP : VIA_LINK_SHM;
+    ch->link = cn->host ? kd.link : VIA_LINK_SHM;
     if (cn->host)
         ch->faults = kd.faults;
     return ch;

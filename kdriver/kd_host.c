@@ -47,6 +47,13 @@ static uint64_t env_ms(const char *name, uint64_t dflt)
     return e && *e && !*end && v ? v : dflt;
 }
 
+const char *kd_link_name(uint32_t link)
+{
+    static const char *const names[] = {[VIA_LINK_SHM] = "shared-memory",
+                                        [VIA_LINK_UDP] = "udp", [VIA_LINK_OFI] = "ofi"};
+    return link < sizeof names / sizeof names[0] ? names[link] : "unknown";
+}
+
 uint32_t kd_host_id_of(uint32_t ip, uint16_t port)
 {
     uint8_t b[6];
@@ -194,7 +201,7 @@ static int host_fd(struct kd_host *h)
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    struct via_host_hello hello = {.host_id = kd.host_id};
+    struct via_host_hello hello = {.host_id = kd.host_id, .link = kd.link};
     if (rc < 0 || !send_msg(fd, VIA_HOST_HELLO, &hello, sizeof hello)) {
         close(fd);
         return -1;
@@ -296,6 +303,11 @@ static bool parse(struct kd_hostlink **lp, struct kd_host **who)
         if (!h) {
             kd_warn("a vipd (host %08x) not in the hosts file connected: refused",
                     hello.host_id);
+            return false;
+        }
+        if (hello.link != kd.link) {
+            kd_warn("host %s uses the %s link, this vipd the %s link (--link): refused",
+                    h->name, kd_link_name(hello.link), kd_link_name(kd.link));
             return false;
         }
         link_close(&h->link[1]);

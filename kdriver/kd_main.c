@@ -90,7 +90,8 @@ static void usage(FILE *f)
             "                         that listens there), '#' comments; a bad line is an error\n"
             "      --listen ADDR:PORT this vipd is a host of several: the others (the hosts\n"
             "                         file's ADDR:PORT lines) reach its NICs through here\n"
-            "      --link udp         the link between hosts' NICs (udp, the default)\n"
+            "      --link udp|ofi     the link between hosts' NICs: udp (the default) or\n"
+            "                         ofi (libfabric FI_EP_RDM; FI_PROVIDER, default tcp;ofi_rxm)\n"
             "      --faults SPEC      inject faults on every link to another host:\n"
             "                         drop=R,dup=R,reorder=R,corrupt=R,delay=R,delay_ms=N\n"
             "                         (R a rate 0..1; default $VIP_FAULTS in each process)\n"
@@ -553,6 +554,7 @@ int main(int argc, char **argv)
     unsigned long named_max = 0; /* highest NIC index a viaN= option named, + 1 */
     const char *profile_dir = NULL, *hosts = NULL;
     int c;
+    kd.link = VIA_LINK_UDP; /* connections to other hosts, unless --link says otherwise */
     while ((c = getopt_long(argc, argv, "fn:s:l:vqh", opts, NULL)) != -1) {
         switch (c) {
         case 'f':
@@ -590,8 +592,13 @@ int main(int argc, char **argv)
             }
             break;
         case 'K':
-            if (strcmp(optarg, "udp") != 0) {
-                fprintf(stderr, "vipd: --link %s: this vipd has the udp link only\n", optarg);
+            if (strcmp(optarg, "udp") == 0) {
+                kd.link = VIA_LINK_UDP;
+            } else if (strcmp(optarg, "ofi") == 0) {
+                kd.link = VIA_LINK_OFI;
+            } else {
+                fprintf(stderr, "vipd: --link %s: the links are udp and ofi (libfabric)\n",
+                        optarg);
                 return 1;
             }
             break;

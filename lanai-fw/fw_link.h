@@ -19,6 +19,7 @@
 #define FW_LINK_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "via_abi.h"
 
@@ -56,12 +57,14 @@ struct fw_link_ops {
 };
 
 struct fw_udp;
+struct fw_ofil;
 
 struct fw_link {
     const struct fw_link_ops *ops;
     struct via_chan_dir *tx, *rx; /* shared-memory ring: our direction, theirs */
     uint64_t tx_tail_seen;        /* the last tail of tx read (fw_link_reserve) */
     struct fw_udp *udp;           /* the UDP link's state (fw_link_udp.c) */
+    struct fw_ofil *ofi;          /* the libfabric link's state (fw_link_ofi.c) */
 };
 
 /* The shared-memory ring of a channel (fw_link.c). */
@@ -75,6 +78,13 @@ struct fw_nic;
 bool fw_link_udp_init(struct fw_link *l, struct fw_nic *nic, struct via_chan *chan,
                       int side, int sock);
 extern const struct fw_link_ops fw_link_udp_ops;
+
+/* The libfabric link to a NIC of another host (fw_link_ofi.c): sock, vipd's
+ * connected UDP socket of the connection, carries the endpoints' names
+ * (the link owns it from now on); false with a sentence in why. */
+bool fw_link_ofi_init(struct fw_link *l, struct fw_nic *nic, struct via_chan *chan, int side,
+                      int sock, char *why, size_t whylen);
+extern const struct fw_link_ops fw_link_ofi_ops;
 
 /* The ring operations themselves, on one direction (also used by tests). */
 /* tail_seen: the sender's last read of the receiver's tail (NULL: read it now). */

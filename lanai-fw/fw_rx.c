@@ -22,6 +22,8 @@
  *               local segments; the last one completes it.
  *   ACK, NAK    the completer's: the peer placed (or refused) our message.
  */
+#include <stdio.h>
+
 #include <vipl.h>
 
 #include "fw.h"
@@ -516,6 +518,15 @@ bool fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t p
         if (!fw_link_udp_init(&vi->link, vi->nic, chan, side, sock))
             return false;
         peer_ev = NULL; /* the peer is another host's: nobody to wake here */
+    } else if (chan->link == VIA_LINK_OFI) {
+        char why[256];
+        if (!fw_link_ofi_init(&vi->link, vi->nic, chan, side, sock, why, sizeof why)) {
+            /* The VI goes to the error state; the program sees that, and
+             * the reason is said here, where it is known. */
+            fprintf(stderr, "vipl: VI %u cannot reach its peer: %s\n", chan->vi_id[side], why);
+            return false;
+        }
+        peer_ev = NULL;
     } else {
         fw_link_shm_init(&vi->link, chan, side);
     }

@@ -48,6 +48,12 @@ int thosts_start(struct thosts *h, unsigned n, const char *const *extra)
         snprintf(listen, sizeof listen, "127.0.0.1:%u", h->port[i]);
         const char *argv[16] = {"--listen", listen, "--hosts", h->file};
         unsigned a = 4;
+        /* THOSTS_LINK=ofi runs the same tests over the libfabric link */
+        const char *link = getenv("THOSTS_LINK");
+        if (link && *link) {
+            argv[a++] = "--link";
+            argv[a++] = link;
+        }
         for (unsigned k = 0; extra && extra[k] && a < 15; k++)
             argv[a++] = extra[k];
         argv[a] = NULL;

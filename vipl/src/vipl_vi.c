@@ -121,7 +121,7 @@ void vipl_vi_attach_channel(struct vip_vi *vi, const struct via_ctl_conn_done_r 
                             int chan_fd, int peer_ev_fd)
 {
     vi->chan = vipl_map_fd(chan_fd, sizeof *vi->chan, PROT_READ | PROT_WRITE);
-    bool net = vi->chan && vi->chan->link == VIA_LINK_UDP;
+    bool net = vi->chan && (vi->chan->link == VIA_LINK_UDP || vi->chan->link == VIA_LINK_OFI);
     /* A channel to another host comes with the link's UDP socket in
      * place of the peer's event page: the NIC takes it. */
     vi->peer_ev = net ? NULL : vipl_map_fd(peer_ev_fd, sizeof *vi->peer_ev, PROT_READ | PROT_WRITE);
