@@ -67,6 +67,7 @@ struct fw_udp {
     /* receive side: rcv_next is the next frame to deliver; frames after it
      * wait in their channel's slot until the gap before them is filled */
     uint32_t rcv_next;
+    uint32_t rx_high;       /* the highest frame seen */
     uint8_t *rx[FW_RTX_WIN];
     uint32_t rx_len[FW_RTX_WIN];
     bool rx_have[FW_RTX_WIN];

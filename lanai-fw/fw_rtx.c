@@ -194,6 +194,17 @@ static bool frame_ok(struct fw_udp *u, const uint8_t *f, uint32_t len)
     return true;
 }
 
+/* Frames after rcv_next came but rcv_next did not: ask for it now, once
+ * (the sender resends it without waiting for its timer). */
+static void gap_nack(struct fw_udp *u)
+{
+    if (!u->reliable || u->rx_have[u->rcv_next % FW_RTX_WIN] ||
+        (int32_t)(u->rx_high - u->rcv_next) <= 0 || u->nacked == u->rcv_next + 1)
+        return;
+    u->nacked = u->rcv_next + 1;
+    send_control(u, VIA_NET_NACK, u->rcv_next, VIA_NACK_GAP);
+}
+
 /* A DATA frame of the reliable transport: into its channel's slot. */
 static void take_reliable(struct fw_udp *u, unsigned i, uint32_t len, uint32_t seq)
 {
@@ -216,11 +227,9 @@ static void take_reliable(struct fw_udp *u, unsigned i, uint32_t len, uint32_t s
     u->spare[i] = t;
     u->rx_len[c] = len;
     u->rx_have[c] = true;
-    if (seq != u->rcv_next && u->nacked != u->rcv_next + 1) {
-        /* A gap before this frame: ask for the first missing now. */
-        u->nacked = u->rcv_next + 1;
-        send_control(u, VIA_NET_NACK, u->rcv_next, VIA_NACK_GAP);
-    }
+    if ((int32_t)(seq - u->rx_high) > 0)
+        u->rx_high = seq;
+    gap_nack(u);
 }
 
 /* A DATA frame of an unreliable VI: kept in its channel's slot if newer
@@ -337,6 +346,7 @@ void fw_rtx_consume(struct fw_udp *u)
     u->rx_have[c] = false;
     u->rcv_next++;
     u->ack_owed = u->reliable;
+    gap_nack(u); /* the next hole, if frames after it wait */
 }
 
 /* ---- the turn ------------------------------------------------------------------------ */
@@ -380,14 +390,11 @@ uint64_t fw_rtx_turn(struct fw_udp *u)
     if (rto > RTO_MAX_NS)
         rto = RTO_MAX_NS;
     if (now - s->sent_ns >= rto) {
-        /* Go back: every unacknowledged frame whose own timer ran out. */
-        for (uint32_t q = u->snd_una; q != u->snd_sent; q++) {
-            struct fw_rtx_slot *t = &u->tx[q % FW_RTX_WIN];
-            if (now - t->sent_ns >= rto) {
-                fw_net_count(&u->cnt->retransmits, 1);
-                send_range(u, q, q + 1, now);
-            }
-        }
+        /* The oldest only: the receiver NACKs the holes after it as the
+         * frames behind them arrive; a timer that fires for each would
+         * resend what is merely unacknowledged yet. */
+        fw_net_count(&u->cnt->retransmits, 1);
+        send_range(u, u->snd_una, u->snd_una + 1, now);
     }
     atomic_store_explicit(&u->due_ns, s->sent_ns + rto, memory_order_relaxed);
     return 0;

@@ -26,7 +26,7 @@ static uint16_t free_port(void)
     return p;
 }
 
-int thosts_start(struct thosts *h, unsigned n, const char *const *extra)
+static int start_once(struct thosts *h, unsigned n, const char *const *extra)
 {
     memset(h, 0, sizeof *h);
     if (n < 1 || n > THOSTS_MAX)
@@ -59,6 +59,15 @@ int thosts_start(struct thosts *h, unsigned n, const char *const *extra)
     return 0;
 fail:
     thosts_stop(h);
+    return -1;
+}
+
+int thosts_start(struct thosts *h, unsigned n, const char *const *extra)
+{
+    /* A port found free may be taken before vipd binds it: try again. */
+    for (int tries = 0; tries < 3; tries++)
+        if (start_once(h, n, extra) == 0)
+            return 0;
     return -1;
 }
 
