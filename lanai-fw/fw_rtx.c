@@ -34,6 +34,7 @@
 #include "fw_net.h"
 
 #define RTO_MAX_NS 200000000ull /* retransmission back-off stops doubling here */
+#define FW_ACK_DELAY_NS 500000ull /* a pure ACK waits this long for a frame to ride on */
 
 static inline uint8_t *frame_wire(uint8_t *f)
 {
@@ -75,6 +76,9 @@ static void seal(struct fw_udp *u, uint8_t *f, uint32_t len)
 {
     struct via_net_hdr *n = (struct via_net_hdr *)f;
     n->ack = u->rcv_next;
+    u->ack_sent = u->rcv_next;
+    u->ack_owed = false;
+    u->ack_since = 0;
     n->crc = 0;
     n->crc = via_crc32c(0, f, len);
 }
@@ -369,12 +373,24 @@ uint64_t fw_rtx_turn(struct fw_udp *u)
         fw_fault_send(u, NULL, NULL, 0); /* delayed frames that are due */
         return 0;
     }
-    if (u->ack_owed)
-        send_control(u, VIA_NET_ACK, 0, 0);
+    /* Delayed acknowledgement: a frame of ours going out soon (the reply
+     * of a ping-pong) carries it; a pure ACK goes when the window is half
+     * used or the ack has waited FW_ACK_DELAY_NS. */
+    uint64_t ack_due = 0;
+    if (u->ack_owed) {
+        if (!u->ack_since)
+            u->ack_since = now;
+        if (u->rcv_next - u->ack_sent >= FW_RTX_WIN / 2 || now - u->ack_since >= FW_ACK_DELAY_NS)
+            send_control(u, VIA_NET_ACK, 0, 0);
+        else
+            ack_due = u->ack_since + FW_ACK_DELAY_NS;
+    }
     fw_fault_send(u, NULL, NULL, 0);
     if (u->snd_una == u->snd_sent) {
-        atomic_store_explicit(&u->due_ns, u->fault.nheld ? now + 1000000u : 0,
-                              memory_order_relaxed);
+        uint64_t d = u->fault.nheld ? now + 1000000u : 0;
+        if (ack_due && (!d || ack_due < d))
+            d = ack_due;
+        atomic_store_explicit(&u->due_ns, d, memory_order_relaxed);
         return 0;
     }
     /* The timer: the oldest unacknowledged frame's. */
@@ -396,6 +412,7 @@ uint64_t fw_rtx_turn(struct fw_udp *u)
         fw_net_count(&u->cnt->retransmits, 1);
         send_range(u, u->snd_una, u->snd_una + 1, now);
     }
-    atomic_store_explicit(&u->due_ns, s->sent_ns + rto, memory_order_relaxed);
+    uint64_t d = s->sent_ns + rto;
+    atomic_store_explicit(&u->due_ns, ack_due && ack_due < d ? ack_due : d, memory_order_relaxed);
     return 0;
 }

@@ -74,8 +74,18 @@ int thosts_start(struct thosts *h, unsigned n, const char *const *extra)
 void thosts_stop(struct thosts *h)
 {
     /* In reverse: each puts back the VIPD_SOCKET it found. */
-    for (unsigned i = h->n; i-- > 0;)
+    const char *keep = getenv("THOSTS_KEEP_LOGS"); /* a directory: the vipds' logs go there */
+    for (unsigned i = h->n; i-- > 0;) {
+        if (keep && h->v[i].log[0]) {
+            char cmd[400];
+            snprintf(cmd, sizeof cmd, "cp '%s' '%s/vipd-%d-host%u.log' 2>/dev/null", h->v[i].log,
+                     keep, (int)h->v[i].pid, i);
+            if (system(cmd) != 0) {
+                /* a log we could not keep is no reason to fail */
+            }
+        }
         tvipd_stop(&h->v[i]);
+    }
     h->n = 0;
     if (h->file[0])
         unlink(h->file);
