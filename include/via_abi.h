@@ -421,6 +421,7 @@ enum via_ctl_op {
     VIA_CTL_PEER_WAIT,      /* its outcome (deferred reply, side socket) */
     VIA_CTL_NS_REVERSE,     /* a name for a NIC address */
     VIA_CTL_SMI_NICS,       /* the NIC addresses the switch reaches (autodiscovery) */
+    VIA_CTL_NET_STATS,      /* the UDP links' counters and the other hosts (vipctl net) */
     VIA_CTL_NOPS
 };
 

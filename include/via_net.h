@@ -67,6 +67,24 @@ struct via_net_counters {
 };
 static_assert(sizeof(struct via_net_counters) == 20 * 8, "net counters");
 
+/* VIA_CTL_NET_STATS reply: the counters (the sessions' now and those of
+ * sessions gone, summed; as uint64_t in via_net_counters' order), the
+ * fault rates of --faults, then nhosts via_net_host_info. */
+#define VIA_NET_NCOUNTERS 20u
+struct via_net_host_info {
+    char name[64];
+    uint32_t host_id, ip; /* ip: network byte order */
+    uint16_t port, up;
+    uint32_t conns;       /* connections to it now */
+};
+static_assert(sizeof(struct via_net_host_info) == 80, "net host info");
+struct via_ctl_net_stats_r {
+    uint64_t cnt[VIA_NET_NCOUNTERS];
+    struct via_net_faults faults;
+    uint32_t host_id, nhosts;
+};
+static_assert(sizeof(struct via_ctl_net_stats_r) == 20 * 8 + 28 + 8 + 4, "net stats");
+
 /* ---- between vipds (a TCP connection each way pair; kdriver/kd_host.c) ----
  * Each message is a via_host_msg then len bytes of body. */
 #define VIA_HOST_MAGIC 0x56495048u /* "VIPH" */

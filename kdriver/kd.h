@@ -315,7 +315,9 @@ kd_handler_fn kd_op_conn_wait, kd_op_conn_accept, kd_op_conn_reject, kd_op_conn_
 void kd_trace_keep(const struct kd_session *s);
 void kd_trace_free(void);
 
-kd_handler_fn kd_op_get_profile;
+kd_handler_fn kd_op_get_profile, kd_op_net_stats;
+/* Keep the net counters of a session that ends (vipctl net). */
+void kd_host_net_keep(const struct kd_session *s);
 kd_handler_fn kd_op_list_nics, kd_op_list_vis, kd_op_list_mem, kd_op_trace, kd_op_shutdown,
     kd_op_ping;
 

@@ -444,3 +444,47 @@ void kd_host_fini(void)
         close(listen_fd);
     listen_fd = -1;
 }
+
+/* ---- vipctl net ------------------------------------------------------------------- */
+
+static uint64_t net_gone[VIA_NET_NCOUNTERS];
+
+static void net_add(uint64_t *sum, const struct via_net_counters *c)
+{
+    const _Atomic uint64_t *v = &c->tx_frames;
+    for (unsigned i = 0; i < VIA_NET_NCOUNTERS; i++)
+        sum[i] += atomic_load_explicit(&v[i], memory_order_relaxed);
+}
+
+void kd_host_net_keep(const struct kd_session *s)
+{
+    net_add(net_gone, &s->st->net);
+}
+
+void kd_op_net_stats(struct kd_client *c, uint64_t cookie, const void *body, struct kd_reply *r)
+{
+    (void)cookie;
+    (void)body;
+    struct via_ctl_net_stats_r *a =
+        kd_body(r, sizeof *a + kd.nnethosts * sizeof(struct via_net_host_info));
+    if (!a)
+        return;
+    memcpy(a->cnt, net_gone, sizeof a->cnt);
+    for (struct kd_session *s = kd.sessions; s; s = s->next)
+        if (kd_user_sees(c, s->uid))
+            net_add(a->cnt, &s->st->net);
+    a->faults = kd.faults;
+    a->host_id = kd.host_id;
+    a->nhosts = kd.nnethosts;
+    struct via_net_host_info *hi = (struct via_net_host_info *)(a + 1);
+    for (unsigned i = 0; i < kd.nnethosts; i++) {
+        const struct kd_host *h = &kd.nethost[i];
+        snprintf(hi[i].name, sizeof hi[i].name, "%s", h->name);
+        hi[i].host_id = h->host_id;
+        hi[i].ip = h->ip;
+        hi[i].port = h->port;
+        hi[i].up = h->host_id == kd.host_id ? 2 : h->state == KD_HOST_UP;
+        for (const struct kd_conn *cn = kd.conns; cn; cn = cn->next)
+            hi[i].conns += cn->host == h && cn->state == KD_CONN_ACCEPTED;
+    }
+}

@@ -13,8 +13,10 @@
  * blocks in epoll on the sockets and doubles as the transport's coarse
  * timer: it sets the VI's arrival bit on the NIC's event page and wakes
  * its sleepers (fw_notify) when a frame arrives or a retransmission is
- * due, as a peer on this host would. While nothing is unacknowledged it
- * sleeps without a timeout.
+ * due, as a peer on this host would. A link's timer is set by the NIC's
+ * turns, which do not wake the waker (that would cost a system call per
+ * message): it looks at the timers at least every FW_NET_TICK_MS while it
+ * has links, so a retransmission nobody polls for is at most that late.
  */
 #include "fw_net.h"
 
@@ -29,6 +31,8 @@
 
 #include "fw.h"
 #include "fw_hal.h"
+
+#define FW_NET_TICK_MS 20
 
 /* ---- CRC-32C ------------------------------------------------------------------- */
 
@@ -174,10 +178,11 @@ static void *waker_main(void *arg)
     struct epoll_event ev[16];
     for (;;) {
         uint64_t next = waker_timers(a.w, a.nic);
-        int ms = -1;
+        int ms = FW_NET_TICK_MS;
         if (next) {
             uint64_t now = hal_now_ns();
-            ms = next > now ? (int)((next - now + 999999) / 1000000) : 0;
+            uint64_t d = next > now ? (next - now + 999999) / 1000000 : 0;
+            ms = d < (uint64_t)ms ? (int)d : ms;
         }
         int n = epoll_wait(a.w->ep, ev, 16, ms);
         for (int i = 0; i < n; i++) {

@@ -78,11 +78,14 @@ struct fw_udp {
     /* receive side: rcv_next is the next frame to deliver; frames after it
      * wait in their channel's slot until the gap before them is filled */
     uint32_t rcv_next;
+    uint32_t rx_high;       /* the highest frame seen */
     uint8_t *rx[FW_RTX_WIN];
     uint32_t rx_len[FW_RTX_WIN];
     bool rx_have[FW_RTX_WIN];
     uint8_t *spare[FW_NET_BATCH]; /* recvmmsg lands here; swapped into rx[] */
     bool ack_owed;          /* frames taken since our last ack went out */
+    uint32_t ack_sent;      /* the ack our last frame carried */
+    uint64_t ack_since;     /* when the ack became owed (0: not owed) */
     uint32_t nacked;        /* rcv_next + 1 when a GAP NACK for it went out, else 0 */
     bool want_ack_at_turn;
 

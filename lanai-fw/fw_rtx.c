@@ -34,6 +34,7 @@
 #include "fw_net.h"
 
 #define RTO_MAX_NS 200000000ull /* retransmission back-off stops doubling here */
+#define FW_ACK_DELAY_NS 500000ull /* a pure ACK waits this long for a frame to ride on */
 
 static inline uint8_t *frame_wire(uint8_t *f)
 {
@@ -75,6 +76,9 @@ static void seal(struct fw_udp *u, uint8_t *f, uint32_t len)
 {
     struct via_net_hdr *n = (struct via_net_hdr *)f;
     n->ack = u->rcv_next;
+    u->ack_sent = u->rcv_next;
+    u->ack_owed = false;
+    u->ack_since = 0;
     n->crc = 0;
     n->crc = via_crc32c(0, f, len);
 }
@@ -194,6 +198,17 @@ static bool frame_ok(struct fw_udp *u, const uint8_t *f, uint32_t len)
     return true;
 }
 
+/* Frames after rcv_next came but rcv_next did not: ask for it now, once
+ * (the sender resends it without waiting for its timer). */
+static void gap_nack(struct fw_udp *u)
+{
+    if (!u->reliable || u->rx_have[u->rcv_next % FW_RTX_WIN] ||
+        (int32_t)(u->rx_high - u->rcv_next) <= 0 || u->nacked == u->rcv_next + 1)
+        return;
+    u->nacked = u->rcv_next + 1;
+    send_control(u, VIA_NET_NACK, u->rcv_next, VIA_NACK_GAP);
+}
+
 /* A DATA frame of the reliable transport: into its channel's slot. */
 static void take_reliable(struct fw_udp *u, unsigned i, uint32_t len, uint32_t seq)
 {
@@ -216,11 +231,9 @@ static void take_reliable(struct fw_udp *u, unsigned i, uint32_t len, uint32_t s
     u->spare[i] = t;
     u->rx_len[c] = len;
     u->rx_have[c] = true;
-    if (seq != u->rcv_next && u->nacked != u->rcv_next + 1) {
-        /* A gap before this frame: ask for the first missing now. */
-        u->nacked = u->rcv_next + 1;
-        send_control(u, VIA_NET_NACK, u->rcv_next, VIA_NACK_GAP);
-    }
+    if ((int32_t)(seq - u->rx_high) > 0)
+        u->rx_high = seq;
+    gap_nack(u);
 }
 
 /* A DATA frame of an unreliable VI: kept in its channel's slot if newer
@@ -337,6 +350,7 @@ void fw_rtx_consume(struct fw_udp *u)
     u->rx_have[c] = false;
     u->rcv_next++;
     u->ack_owed = u->reliable;
+    gap_nack(u); /* the next hole, if frames after it wait */
 }
 
 /* ---- the turn ------------------------------------------------------------------------ */
@@ -359,12 +373,24 @@ uint64_t fw_rtx_turn(struct fw_udp *u)
         fw_fault_send(u, NULL, NULL, 0); /* delayed frames that are due */
         return 0;
     }
-    if (u->ack_owed)
-        send_control(u, VIA_NET_ACK, 0, 0);
+    /* Delayed acknowledgement: a frame of ours going out soon (the reply
+     * of a ping-pong) carries it; a pure ACK goes when the window is half
+     * used or the ack has waited FW_ACK_DELAY_NS. */
+    uint64_t ack_due = 0;
+    if (u->ack_owed) {
+        if (!u->ack_since)
+            u->ack_since = now;
+        if (u->rcv_next - u->ack_sent >= FW_RTX_WIN / 2 || now - u->ack_since >= FW_ACK_DELAY_NS)
+            send_control(u, VIA_NET_ACK, 0, 0);
+        else
+            ack_due = u->ack_since + FW_ACK_DELAY_NS;
+    }
     fw_fault_send(u, NULL, NULL, 0);
     if (u->snd_una == u->snd_sent) {
-        atomic_store_explicit(&u->watch.due_ns, u->fault.nheld ? now + 1000000u : 0,
-                              memory_order_relaxed);
+        uint64_t d = u->fault.nheld ? now + 1000000u : 0;
+        if (ack_due && (!d || ack_due < d))
+            d = ack_due;
+        atomic_store_explicit(&u->watch.due_ns, d, memory_order_relaxed);
         return 0;
     }
     /* The timer: the oldest unacknowledged frame's. */
@@ -380,15 +406,13 @@ uint64_t fw_rtx_turn(struct fw_udp *u)
     if (rto > RTO_MAX_NS)
         rto = RTO_MAX_NS;
     if (now - s->sent_ns >= rto) {
-        /* Go back: every unacknowledged frame whose own timer ran out. */
-        for (uint32_t q = u->snd_una; q != u->snd_sent; q++) {
-            struct fw_rtx_slot *t = &u->tx[q % FW_RTX_WIN];
-            if (now - t->sent_ns >= rto) {
-                fw_net_count(&u->cnt->retransmits, 1);
-                send_range(u, q, q + 1, now);
-            }
-        }
+        /* The oldest only: the receiver NACKs the holes after it as the
+         * frames behind them arrive; a timer that fires for each would
+         * resend what is merely unacknowledged yet. */
+        fw_net_count(&u->cnt->retransmits, 1);
+        send_range(u, u->snd_una, u->snd_una + 1, now);
     }
-    atomic_store_explicit(&u->watch.due_ns, s->sent_ns + rto, memory_order_relaxed);
+    uint64_t d = s->sent_ns + rto;
+    atomic_store_explicit(&u->watch.due_ns, ack_due && ack_due < d ? ack_due : d, memory_order_relaxed);
     return 0;
 }

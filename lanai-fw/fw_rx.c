@@ -205,6 +205,8 @@ static enum fw_rx_state rx_xdata(struct fw_vi *vi, const struct via_wire_hdr *h,
     return FW_RX_IDLE;
 }
 
+static bool rx_lossy(const struct fw_vi *vi);
+
 /* Header checks that need the VI's view: right connection, lengths, and
  * for messages the order of fragments and sequence numbers. */
 static bool rx_header_ok(const struct fw_vi *vi, const struct via_wire_hdr *h)
@@ -234,9 +236,34 @@ static bool rx_header_ok(const struct fw_vi *vi, const struct via_wire_hdr *h)
         return false;
     if (!first && h->type != vi->rx_op)
         return false; /* a fragment of another kind of message than the one in progress */
+    if (first && rx_lossy(vi))
+        return (int32_t)(h->msg_seq - vi->rx_seq) > 0; /* messages may be missing */
     if (first ? h->msg_seq != vi->rx_seq + 1 : h->msg_seq != vi->rx_seq)
         return false;
     return true;
+}
+
+/* An unreliable VI on a link that loses (a network link): its messages
+ * may be missing, whole or in part. */
+static bool rx_lossy(const struct fw_vi *vi)
+{
+    return vi->reliability == VIP_SERVICE_UNRELIABLE && vi->link.ops != &fw_link_shm_ops;
+}
+
+/* A lossy VI's packet that does not fit the message in progress: the
+ * first fragment of a later message abandons a message whose last
+ * fragments were lost (its receive descriptor serves the next one); any
+ * other packet is dropped and counted. true: the packet is to be taken. */
+static bool rx_lossy_fit(struct fw_vi *vi, const struct via_wire_hdr *h)
+{
+    if ((h->flags & VIA_PKT_FIRST) && vi->rx != FW_RX_IDLE &&
+        (int32_t)(h->msg_seq - vi->rx_seq) > 0 && h->type != VIA_PKT_RDMA_READ_RESP) {
+        vi->rx = FW_RX_IDLE;
+        fw_count(&vi->db->cnt.rx_dropped, 1);
+        return rx_header_ok(vi, h);
+    }
+    fw_count(&vi->db->cnt.rx_dropped, 1);
+    return false;
 }
 
 /* Paced profiles: claim the receiving LANai for this packet's stages (R3
@@ -438,9 +465,19 @@ static void rx_packets(struct fw_vi *vi)
         enum fw_link_peek_rc rc = l->ops->peek(l, &h, &payload);
         if (rc == FW_LINK_EMPTY)
             break;
-        if (rc == FW_LINK_BAD || !rx_ops[h.type].fn || !rx_header_ok(vi, &h)) {
+        if (rc == FW_LINK_BAD || !rx_ops[h.type].fn) {
             rx_transport_error(vi);
             break;
+        }
+        if (!rx_header_ok(vi, &h)) {
+            if (!rx_lossy(vi) || h.conn_id != vi->chan->conn_id || h.dst_vi != vi->vi_id) {
+                rx_transport_error(vi);
+                break;
+            }
+            if (!rx_lossy_fit(vi, &h)) {
+                l->ops->consume(l, &h);
+                continue;
+            }
         }
         if (rx_ops[h.type].message && vi->nic->paced && !rx_due(vi, &h, vi->rx_pkts + 1))
             break;

@@ -26,7 +26,7 @@ static uint16_t free_port(void)
     return p;
 }
 
-int thosts_start(struct thosts *h, unsigned n, const char *const *extra)
+static int start_once(struct thosts *h, unsigned n, const char *const *extra)
 {
     memset(h, 0, sizeof *h);
     if (n < 1 || n > THOSTS_MAX)
@@ -68,11 +68,30 @@ fail:
     return -1;
 }
 
+int thosts_start(struct thosts *h, unsigned n, const char *const *extra)
+{
+    /* A port found free may be taken before vipd binds it: try again. */
+    for (int tries = 0; tries < 3; tries++)
+        if (start_once(h, n, extra) == 0)
+            return 0;
+    return -1;
+}
+
 void thosts_stop(struct thosts *h)
 {
     /* In reverse: each puts back the VIPD_SOCKET it found. */
-    for (unsigned i = h->n; i-- > 0;)
+    const char *keep = getenv("THOSTS_KEEP_LOGS"); /* a directory: the vipds' logs go there */
+    for (unsigned i = h->n; i-- > 0;) {
+        if (keep && h->v[i].log[0]) {
+            char cmd[400];
+            snprintf(cmd, sizeof cmd, "cp '%s' '%s/vipd-%d-host%u.log' 2>/dev/null", h->v[i].log,
+                     keep, (int)h->v[i].pid, i);
+            if (system(cmd) != 0) {
+                /* a log we could not keep is no reason to fail */
+            }
+        }
         tvipd_stop(&h->v[i]);
+    }
     h->n = 0;
     if (h->file[0])
         unlink(h->file);
