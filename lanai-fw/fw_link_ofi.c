@@ -19,7 +19,10 @@
  *         have its name from our hellos, or from our first fabric message).
  *         Not met within VIP_NET_TIMEOUT_MS: FAILED.
  *   UP    packets flow; hellos go on until the peer shows it has our name.
- *   FAILED the link is broken: the turn says so once (UINT64_MAX).
+ *   FAILED the link is broken: the turn says so once (UINT64_MAX). A
+ *         fabric error does it, and on a reliable VI so does a peer NIC
+ *         silent for VIP_NET_TIMEOUT_MS while a packet of ours waits for
+ *         its answer (a stopped peer process: the fabric cannot tell).
  * A sleeping host is woken by the NIC's waker (fw_net.c): on the UDP
  * socket and the hello times while meeting, on the endpoint's completion
  * wait descriptor once up.
@@ -65,6 +68,7 @@ static const char *const ofi_state_name[OFI_NSTATES] = {"meet", "up", "failed"};
 struct fw_ofil {
     struct fw_ofi *ofi;
     struct fw_nic *nic;
+    struct via_chan *chan;
     struct fw_watch watch;
     int sock;            /* vipd's UDP socket: the meeting only */
     uint32_t conn_id;
@@ -72,6 +76,11 @@ struct fw_ofil {
     bool have_theirs, they_have_ours, met, failure_told;
     uint64_t peer;       /* the peer's address vector entry */
     uint64_t start_ns, next_hello_ns, timeout_ns;
+    /* Reliable VIs: the first packet sent since the peer was last heard
+     * from (0: none). The fabric cannot tell a peer process that stopped;
+     * the NIC-level answers can: none for timeout_ns breaks the link. */
+    bool reliable;
+    uint64_t unanswered_ns;
     uint8_t name[FW_OFI_NAME_MAX];
     size_t name_len;
     /* send side: the slot reserve handed out; published slots the provider
@@ -198,6 +207,8 @@ static void ofi_publish(struct fw_link *l, struct via_wire_hdr *h)
 {
     struct fw_ofil *o = l->ofi;
     h->crc = via_wire_check(h); /* publication seals the header, as on every link */
+    if (o->reliable && !o->unanswered_ns)
+        o->unanswered_ns = hal_now_ns();
     uint32_t len = (uint32_t)sizeof *h + h->frag_len;
     int slot = o->res_slot;
     o->res_slot = -1;
@@ -223,16 +234,19 @@ static enum fw_link_peek_rc ofi_peek(struct fw_link *l, struct via_wire_hdr *h,
                                      const uint8_t **payload)
 {
     struct fw_ofil *o = l->ofi;
+    /* A fabric that failed is a lost connection, not a malformed packet:
+     * nothing more arrives, and the turn reports it (fw_link_failed). */
     if (o->state == OFI_FAILED)
-        return FW_LINK_BAD;
+        return FW_LINK_EMPTY;
     while (!o->have_cur) {
         int n = fw_ofi_recv(o->ofi, &o->cur, 1);
         if (n < 0) {
             ofi_set_state(o, OFI_FAILED);
-            return FW_LINK_BAD;
+            return FW_LINK_EMPTY;
         }
         if (n == 0)
             return FW_LINK_EMPTY;
+        o->unanswered_ns = 0; /* the peer's NIC runs */
         struct ofi_up up;
         if (o->cur.len == sizeof up) {
             memcpy(&up, o->cur.data, sizeof up);
@@ -271,10 +285,21 @@ static void ofi_consume(struct fw_link *l, const struct via_wire_hdr *h)
 
 static bool ofi_pending(const struct fw_link *l)
 {
-    /* Whether the fabric holds something costs a progress call: say yes,
-     * the caller's peek finds out. */
-    (void)l;
-    return true;
+    struct fw_ofil *o = l->ofi;
+    /* While the connection is open, whether the fabric holds something
+     * costs a progress call: say yes, the caller's peek finds out. Once
+     * vipd closed or broke it, the answer must be true only while packets
+     * are really left (they are drained before the VI's error). */
+    if (atomic_load_explicit(&o->chan->state, memory_order_acquire) == VIA_CHAN_OPEN)
+        return true;
+    if (o->have_cur)
+        return true;
+    if (o->state != OFI_UP)
+        return false;
+    struct fw_ofi_rx none[1];
+    if (fw_ofi_recv(o->ofi, none, 0) < 0)
+        return false;
+    return fw_ofi_frames_held(o->ofi) > 0;
 }
 
 static void ofi_stall(struct fw_link *l)
@@ -310,6 +335,16 @@ static uint64_t ofi_turn(struct fw_link *l)
         struct fw_ofi_rx none[1];
         if (fw_ofi_recv(o->ofi, none, 0) < 0)
             ofi_set_state(o, OFI_FAILED);
+        if (o->unanswered_ns && now > o->unanswered_ns &&
+            now - o->unanswered_ns > o->timeout_ns) {
+            if (getenv("VIP_NET_DEBUG"))
+                fprintf(stderr, "vipl: libfabric link of connection %u: no answer for %llu ms\n",
+                        o->conn_id, (unsigned long long)((now - o->unanswered_ns) / 1000000));
+            ofi_set_state(o, OFI_FAILED); /* the peer's NIC stopped answering */
+        }
+        else if (o->unanswered_ns)
+            atomic_store_explicit(&o->watch.due_ns, o->unanswered_ns + o->timeout_ns + 1,
+                                  memory_order_relaxed);
         /* libfabric's rule for sleeping on its wait descriptor: trywait
          * after progress (it re-arms the descriptor). Work still there:
          * the waker visits the VI again at once. */
@@ -397,6 +432,8 @@ bool fw_link_ofi_init(struct fw_link *l, struct fw_nic *nic, struct via_chan *ch
     const char *e = getenv("VIP_NET_TIMEOUT_MS");
     unsigned long ms = e && *e ? strtoul(e, NULL, 10) : 0;
     o->nic = nic;
+    o->chan = chan;
+    o->reliable = chan->reliability != VIP_SERVICE_UNRELIABLE;
     o->sock = sock;
     o->conn_id = chan->conn_id;
     o->res_slot = -1;

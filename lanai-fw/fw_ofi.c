@@ -461,3 +461,8 @@ bool fw_ofi_trywait(struct fw_ofi *o)
     struct fid *f = &o->cq->fid;
     return fi_trywait(o->fabric, &f, 1) == FI_SUCCESS;
 }
+
+unsigned fw_ofi_frames_held(const struct fw_ofi *o)
+{
+    return o->nheld;
+}
