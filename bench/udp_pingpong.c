@@ -10,6 +10,8 @@
  *                                 16 KiB datagrams (sendmmsg/recvmmsg
  *                                 batches), the receiver handing back a
  *                                 credit per MiB so that nothing overflows;
+ *                                 both ends block when they must wait (the
+ *                                 faster choice when two cores are shared);
  *                                 prints MB/s (10^6 bytes/s) at the receiver
  *
  * Output: one line "udp_pingpong lat SIZE MEDIAN_US" or "... bw SIZE MBPS".
@@ -127,7 +129,7 @@ static void bw(int fd, bool client, uint32_t size, unsigned count)
                 die("sendmmsg");
             uint64_t c;
             while ((sent - credited >= WINDOW_BYTES || sent == total) && credited < total) {
-                if (recv_spin(fd, &c, sizeof c) == sizeof c)
+                if (recv(fd, &c, sizeof c, 0) == sizeof c) /* blocks: the CPU is the receiver's */
                     credited = c;
             }
             while (recv(fd, &c, sizeof c, MSG_DONTWAIT) == sizeof c)
@@ -143,7 +145,7 @@ static void bw(int fd, bool client, uint32_t size, unsigned count)
             iov[i] = (struct iovec){data[i], DGRAM};
             m[i] = (struct mmsghdr){.msg_hdr = {.msg_iov = &iov[i], .msg_iovlen = 1}};
         }
-        int r = recvmmsg(fd, m, BATCH, MSG_DONTWAIT, NULL);
+        int r = recvmmsg(fd, m, BATCH, MSG_WAITFORONE, NULL);
         if (r <= 0)
             continue;
         if (!t0)

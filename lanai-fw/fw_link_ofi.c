@@ -43,6 +43,8 @@
 
 #define OFI_HELLO_MAGIC 0x464f4956u /* "VIOF" */
 #define OFI_HELLO_NS 5000000ull     /* a hello every 5 ms until answered */
+#define OFI_DRIVE_NS 1000000ull        /* progress while ours may be on its way: 1 ms */
+#define OFI_DRIVE_AFTER_NS 20000000ull /* ... for 20 ms after a publish */
 #define OFI_FRAME_MAX ((uint32_t)(sizeof(struct via_wire_hdr) + VIA_MTU))
 
 /* The meeting message on the UDP socket. */
@@ -81,6 +83,7 @@ struct fw_ofil {
      * the NIC-level answers can: none for timeout_ns breaks the link. */
     bool reliable;
     uint64_t unanswered_ns;
+    uint64_t drive_until; /* visit the VI every OFI_DRIVE_NS until then */
     uint8_t name[FW_OFI_NAME_MAX];
     size_t name_len;
     /* send side: the slot reserve handed out; published slots the provider
@@ -207,8 +210,10 @@ static void ofi_publish(struct fw_link *l, struct via_wire_hdr *h)
 {
     struct fw_ofil *o = l->ofi;
     h->crc = via_wire_check(h); /* publication seals the header, as on every link */
+    uint64_t now = hal_now_ns();
     if (o->reliable && !o->unanswered_ns)
-        o->unanswered_ns = hal_now_ns();
+        o->unanswered_ns = now;
+    o->drive_until = now + OFI_DRIVE_AFTER_NS;
     uint32_t len = (uint32_t)sizeof *h + h->frag_len;
     int slot = o->res_slot;
     o->res_slot = -1;
@@ -314,6 +319,40 @@ static bool ofi_drained(struct fw_link *l, unsigned n)
     return false;
 }
 
+/* Progress, and when the waker must visit the VI next. libfabric's rxm
+ * over tcp moves data only inside a progress call (manual progress): a
+ * message handed over may still wait in the provider for the connection
+ * or the socket, and only this VI's turns push it. So while something of
+ * ours may be on its way (unsent, sends not completed, a recent publish)
+ * or waits for its answer, the VI is visited every OFI_DRIVE_NS even if
+ * its host sleeps; otherwise only the wait descriptor wakes it. */
+static void up_turn(struct fw_ofil *o, uint64_t now)
+{
+    flush_unsent(o);
+    struct fw_ofi_rx none[1];
+    if (fw_ofi_recv(o->ofi, none, 0) < 0) {
+        ofi_set_state(o, OFI_FAILED);
+        return;
+    }
+    if (o->unanswered_ns && now > o->unanswered_ns && now - o->unanswered_ns > o->timeout_ns) {
+        if (getenv("VIP_NET_DEBUG"))
+            fprintf(stderr, "vipl: libfabric link of connection %u: no answer for %llu ms\n",
+                    o->conn_id, (unsigned long long)((now - o->unanswered_ns) / 1000000));
+        ofi_set_state(o, OFI_FAILED); /* the peer's NIC stopped answering */
+        return;
+    }
+    if (!o->met)
+        return; /* the hello times drive it */
+    uint64_t due = 0;
+    if (o->unanswered_ns || o->nunsent || fw_ofi_sends_pending(o->ofi) || now < o->drive_until)
+        due = now + OFI_DRIVE_NS;
+    /* libfabric's rule for sleeping on its wait descriptor: trywait after
+     * progress (it re-arms the descriptor). Work still there: at once. */
+    if (!o->have_cur && !fw_ofi_trywait(o->ofi))
+        due = now;
+    atomic_store_explicit(&o->watch.due_ns, due, memory_order_relaxed);
+}
+
 static uint64_t ofi_turn(struct fw_link *l)
 {
     struct fw_ofil *o = l->ofi;
@@ -330,27 +369,8 @@ static uint64_t ofi_turn(struct fw_link *l)
             atomic_store_explicit(&o->watch.due_ns, o->next_hello_ns, memory_order_relaxed);
         }
     }
-    if (o->state == OFI_UP) {
-        flush_unsent(o);
-        struct fw_ofi_rx none[1];
-        if (fw_ofi_recv(o->ofi, none, 0) < 0)
-            ofi_set_state(o, OFI_FAILED);
-        if (o->unanswered_ns && now > o->unanswered_ns &&
-            now - o->unanswered_ns > o->timeout_ns) {
-            if (getenv("VIP_NET_DEBUG"))
-                fprintf(stderr, "vipl: libfabric link of connection %u: no answer for %llu ms\n",
-                        o->conn_id, (unsigned long long)((now - o->unanswered_ns) / 1000000));
-            ofi_set_state(o, OFI_FAILED); /* the peer's NIC stopped answering */
-        }
-        else if (o->unanswered_ns)
-            atomic_store_explicit(&o->watch.due_ns, o->unanswered_ns + o->timeout_ns + 1,
-                                  memory_order_relaxed);
-        /* libfabric's rule for sleeping on its wait descriptor: trywait
-         * after progress (it re-arms the descriptor). Work still there:
-         * the waker visits the VI again at once. */
-        if (o->met && o->state == OFI_UP && !o->have_cur && !fw_ofi_trywait(o->ofi))
-            atomic_store_explicit(&o->watch.due_ns, now, memory_order_relaxed);
-    }
+    if (o->state == OFI_UP)
+        up_turn(o, now);
     if (o->state == OFI_FAILED) {
         if (o->failure_told)
             return 0;

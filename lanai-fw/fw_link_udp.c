@@ -126,7 +126,7 @@ bool fw_link_udp_init(struct fw_link *l, struct fw_nic *nic, struct via_chan *ch
     u->peer_vi = chan->vi_id[1 - side];
     u->reliable = chan->reliability != VIP_SERVICE_UNRELIABLE;
     u->timeout_ns = env_ms("VIP_NET_TIMEOUT_MS", 3000) * 1000000ull;
-    u->rto_ns = env_ms("VIP_NET_RTO_MS", 10) * 1000000ull;
+    u->rto_ns = env_ms("VIP_NET_RTO_MS", 5) * 1000000ull;
     l->ops = &fw_link_udp_ops;
     l->tx = l->rx = NULL;
     l->udp = u;

@@ -17,6 +17,12 @@
  * turns, which do not wake the waker (that would cost a system call per
  * message): it looks at the timers at least every FW_NET_TICK_MS while it
  * has links, so a retransmission nobody polls for is at most that late.
+ *
+ * While host threads poll (the NIC's host_polls moves), they take the
+ * frames themselves, and a wake per frame would only take a CPU from them
+ * (two pollers and their wakers on two cores): the waker then stops
+ * watching the sockets and looks again every FW_NET_DOZE_MS; once nobody
+ * polls it watches them again (re-arming reports what came meanwhile).
  */
 #include "fw_net.h"
 
@@ -33,6 +39,7 @@
 #include "fw_hal.h"
 
 #define FW_NET_TICK_MS 20
+#define FW_NET_DOZE_MS 1
 
 /* ---- CRC-32C ------------------------------------------------------------------- */
 
@@ -140,7 +147,8 @@ unsigned fw_net_recv(struct fw_udp *u, uint32_t *len)
 struct fw_waker {
     pthread_mutex_t lock;
     struct fw_watch *links; /* under lock */
-    int ep, stopfd;
+    _Atomic bool armed;   /* the sockets are watched (the waker writes it) */
+    int ep, stopfd, kickfd;
     pthread_t thread;
 };
 
@@ -171,14 +179,34 @@ struct waker_arg {
     struct fw_nic *nic;
 };
 
+/* Watch the sockets (arm) or stop watching them. */
+static void waker_arm(struct fw_waker *w, bool on)
+{
+    pthread_mutex_lock(&w->lock);
+    for (struct fw_watch *u = w->links; u; u = u->next) {
+        struct epoll_event e = {.events = on ? EPOLLIN | EPOLLET : 0, .data.u32 = u->vi_id};
+        if (u->fd >= 0)
+            epoll_ctl(w->ep, EPOLL_CTL_MOD, u->fd, &e);
+    }
+    w->armed = on;
+    pthread_mutex_unlock(&w->lock);
+}
+
 static void *waker_main(void *arg)
 {
     struct waker_arg a = *(struct waker_arg *)arg;
     free(arg);
     struct epoll_event ev[16];
+    uint32_t polls_seen = atomic_load_explicit(&a.nic->host_polls, memory_order_relaxed);
     for (;;) {
+        uint32_t polls = atomic_load_explicit(&a.nic->host_polls, memory_order_relaxed);
+        bool polled = polls != polls_seen &&
+                      !atomic_load_explicit(&a.nic->ev->sleepers, memory_order_acquire);
+        polls_seen = polls;
+        if (polled == atomic_load(&a.w->armed))
+            waker_arm(a.w, !polled);
         uint64_t next = waker_timers(a.w, a.nic);
-        int ms = FW_NET_TICK_MS;
+        int ms = polled ? FW_NET_DOZE_MS : FW_NET_TICK_MS;
         if (next) {
             uint64_t now = hal_now_ns();
             uint64_t d = next > now ? (next - now + 999999) / 1000000 : 0;
@@ -188,6 +216,13 @@ static void *waker_main(void *arg)
         for (int i = 0; i < n; i++) {
             if (ev[i].data.u32 == UINT32_MAX)
                 return NULL; /* the stop eventfd */
+            if (ev[i].data.u32 == UINT32_MAX - 1) { /* a sleeper's kick: look again */
+                uint64_t v;
+                if (read(a.w->kickfd, &v, sizeof v) < 0) {
+                    /* nothing to take: another look took it */
+                }
+                continue; /* the sleeper counts: the next look arms */
+            }
             fw_notify(a.nic->ev, ev[i].data.u32);
         }
     }
@@ -196,27 +231,33 @@ static void *waker_main(void *arg)
 static struct fw_waker *waker_of(struct fw_nic *nic, bool make)
 {
     pthread_mutex_lock(&wakers_lock);
-    struct fw_waker *w = nic->waker;
+    struct fw_waker *w = atomic_load(&nic->waker);
     if (!w && make && (w = calloc(1, sizeof *w))) {
         pthread_mutex_init(&w->lock, NULL);
+        w->armed = true;
         w->ep = epoll_create1(EPOLL_CLOEXEC);
         w->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        w->kickfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         struct epoll_event e = {.events = EPOLLIN, .data.u32 = UINT32_MAX};
+        struct epoll_event k = {.events = EPOLLIN, .data.u32 = UINT32_MAX - 1};
         struct waker_arg *a = malloc(sizeof *a);
         if (a)
             *a = (struct waker_arg){w, nic};
-        if (w->ep < 0 || w->stopfd < 0 || !a ||
+        if (w->ep < 0 || w->stopfd < 0 || w->kickfd < 0 || !a ||
             epoll_ctl(w->ep, EPOLL_CTL_ADD, w->stopfd, &e) < 0 ||
+            epoll_ctl(w->ep, EPOLL_CTL_ADD, w->kickfd, &k) < 0 ||
             pthread_create(&w->thread, NULL, waker_main, a) != 0) {
             if (w->ep >= 0)
                 close(w->ep);
             if (w->stopfd >= 0)
                 close(w->stopfd);
+            if (w->kickfd >= 0)
+                close(w->kickfd);
             free(a);
             free(w);
             w = NULL;
         } else {
-            nic->waker = w;
+            atomic_store_explicit(&nic->waker, w, memory_order_release);
         }
     }
     pthread_mutex_unlock(&wakers_lock);
@@ -230,10 +271,12 @@ bool fw_net_watch(struct fw_nic *nic, struct fw_watch *u)
         return false;
     /* Edge-triggered: one wake per arrival, none while the queue is
      * merely not empty (a poller is taking it). */
-    struct epoll_event e = {.events = EPOLLIN | EPOLLET, .data.u32 = u->vi_id};
-    if (u->fd >= 0 && epoll_ctl(w->ep, EPOLL_CTL_ADD, u->fd, &e) < 0)
-        return false;
     pthread_mutex_lock(&w->lock);
+    struct epoll_event e = {.events = w->armed ? EPOLLIN | EPOLLET : 0, .data.u32 = u->vi_id};
+    if (u->fd >= 0 && epoll_ctl(w->ep, EPOLL_CTL_ADD, u->fd, &e) < 0) {
+        pthread_mutex_unlock(&w->lock);
+        return false;
+    }
     u->next = w->links;
     w->links = u;
     pthread_mutex_unlock(&w->lock);
@@ -245,9 +288,9 @@ void fw_net_unwatch(struct fw_nic *nic, struct fw_watch *u)
     struct fw_waker *w = waker_of(nic, false);
     if (!w)
         return;
+    pthread_mutex_lock(&w->lock);
     if (u->fd >= 0)
         epoll_ctl(w->ep, EPOLL_CTL_DEL, u->fd, NULL);
-    pthread_mutex_lock(&w->lock);
     for (struct fw_watch **pp = &w->links; *pp; pp = &(*pp)->next)
         if (*pp == u) {
             *pp = u->next;
@@ -256,11 +299,27 @@ void fw_net_unwatch(struct fw_nic *nic, struct fw_watch *u)
     pthread_mutex_unlock(&w->lock);
 }
 
+void fw_net_will_sleep(struct fw_nic *nic)
+{
+    struct fw_waker *w = atomic_load_explicit(&nic->waker, memory_order_acquire);
+    if (!w || atomic_load_explicit(&w->armed, memory_order_acquire))
+        return;
+    uint64_t one = 1;
+    if (write(w->kickfd, &one, sizeof one) < 0) {
+        /* full: a kick is pending already */
+    }
+}
+
+void nic_will_sleep(struct fw_nic *nic)
+{
+    fw_net_will_sleep(nic);
+}
+
 void fw_net_nic_fini(struct fw_nic *nic)
 {
     pthread_mutex_lock(&wakers_lock);
-    struct fw_waker *w = nic->waker;
-    nic->waker = NULL;
+    struct fw_waker *w = atomic_load(&nic->waker);
+    atomic_store(&nic->waker, NULL);
     pthread_mutex_unlock(&wakers_lock);
     if (!w)
         return;
@@ -271,6 +330,7 @@ void fw_net_nic_fini(struct fw_nic *nic)
     pthread_join(w->thread, NULL);
     close(w->ep);
     close(w->stopfd);
+    close(w->kickfd);
     pthread_mutex_destroy(&w->lock);
     free(w);
 }

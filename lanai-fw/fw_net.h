@@ -19,7 +19,7 @@
 #include "fw_link.h"
 #include "via_abi.h"
 
-#define FW_RTX_WIN 64u   /* frames in flight per connection: one per logical channel */
+#define FW_RTX_WIN 128u  /* frames in flight per connection: one per logical channel */
 #define FW_NET_BATCH 32u /* frames per sendmmsg / recvmmsg */
 #define FW_NET_FRAME_MAX \
     ((uint32_t)(sizeof(struct via_net_hdr) + sizeof(struct via_wire_hdr) + VIA_MTU))
@@ -67,7 +67,7 @@ struct fw_udp {
     bool failed;            /* given up on the peer */
     bool fail_told;         /* turn() has reported it */
     uint64_t timeout_ns;    /* VIP_NET_TIMEOUT_MS */
-    uint64_t rto_ns;        /* first retransmission after this long */
+    uint64_t rto_ns;        /* first retransmission after this long (VIP_NET_RTO_MS) */
 
     /* send side: frames [snd_una, snd_next) unacknowledged, of which
      * [snd_sent, snd_next) not yet handed to the kernel */
@@ -102,6 +102,10 @@ unsigned fw_net_recv(struct fw_udp *u, uint32_t *len);
  * then sets the VI's arrival bit and wakes its sleepers (fw_notify). */
 bool fw_net_watch(struct fw_nic *nic, struct fw_watch *w);
 void fw_net_unwatch(struct fw_nic *nic, struct fw_watch *w);
+/* Somebody will sleep on the NIC's event page: the waker must watch the
+ * sockets (it stops while host threads poll). One eventfd write, and only
+ * when it does not watch them. */
+void fw_net_will_sleep(struct fw_nic *nic);
 /* The NIC's waker thread goes with the NIC (nic_destroy). */
 void fw_net_nic_fini(struct fw_nic *nic);
 static inline void fw_net_count(_Atomic uint64_t *c, uint64_t n)

@@ -300,7 +300,6 @@ static int k_sender(void *arg)
     VIP_DESCRIPTOR *x;
     for (uint64_t e2 = tl_now_ms() + 5000; !errors_seen && tl_now_ms() < e2;)
         VipSendDone(vi, &x);
-    if (!(errors_seen > 0 && error_code == VIP_ERROR_CONN_LOST)) fprintf(stderr, "DBG errors_seen %d code %d status %#x\n", errors_seen, (int)error_code, status);
     TC_CHECK(errors_seen > 0 && error_code == VIP_ERROR_CONN_LOST);
     tl_child_post(status & VIP_STATUS_TRANSPORT_ERROR ? 't' : 'f');
     VipDisconnect(vi);

@@ -242,7 +242,7 @@ struct fw_nic {
     _Atomic uint32_t host_polls;     /* bumped by host threads that progress */
     _Atomic uint32_t host_polls_all; /* ... all VIs at once (CQ polls) */
     _Atomic uint32_t doze;           /* futex word the thread dozes on */
-    struct fw_waker *waker;          /* UDP links: watches their sockets (fw_net.c) */
+    _Atomic(struct fw_waker *) waker; /* UDP links: watches their sockets (fw_net.c) */
 };
 
 /* ---- per-VI pipelines (called with vi->lock held) ------------------------- */

@@ -102,6 +102,11 @@ uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
 uint64_t nic_vi_progress(struct fw_vi *vi, bool host);
 uint64_t nic_progress(struct fw_nic *nic, bool host);
 
+/* A host thread is about to sleep on the NIC's event page (it has
+ * announced itself): whatever must wake it when a frame arrives from
+ * another host is told (fw_net.c). */
+void nic_will_sleep(struct fw_nic *nic);
+
 /* TPT check of one host range against the VI's ptag: 0 or a VIP_STATUS_ error. */
 uint32_t nic_tpt_check(const struct fw_vi *vi, uint32_t handle, uint64_t va, uint64_t len);
 
