@@ -4,6 +4,7 @@
  * --hosts FILE` on a port the test found free, the hosts file naming them
  * host0, host1, ... Every address is one the test made; no root needed.
  * A child process picks its host with thosts_use (VIPD_SOCKET).
+ * THOSTS_KEEP_LOGS=DIR keeps the vipds' logs there (debugging).
  */
 #ifndef THOSTS_H
 #define THOSTS_H
