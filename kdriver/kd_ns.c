@@ -225,7 +225,8 @@ static bool address_ok(const char *name, const char *w, uint8_t out[VIA_NIC_ADDR
             out[i] = (uint8_t)(hi << 4 | lo);
     }
     if (!hex) {
-        snprintf(why, cap, "'%s' is not a NIC address (viaN or hh:hh:hh:hh:hh:hh)", w);
+        snprintf(why, cap, "'%s' is not a NIC address (viaN, hh:hh:hh:hh:hh:hh, or "
+                           "IPv4-ADDRESS:PORT of another vipd)", w);
         return false;
     }
     uint32_t host = (uint32_t)out[0] << 24 | (uint32_t)out[1] << 16 | (uint32_t)out[2] << 8 |

@@ -5,6 +5,7 @@
  * host0, host1, ... Every address is one the test made; no root needed.
  * A child process picks its host with thosts_use (VIPD_SOCKET).
  * THOSTS_LINK (udp or ofi) is passed to every vipd as --link.
+ * THOSTS_KEEP_LOGS=DIR keeps the vipds' logs there (debugging).
  */
 #ifndef THOSTS_H
 #define THOSTS_H
