@@ -26,7 +26,7 @@ DEB_FUZZ  := clang libclang-rt-dev
 
 LIB_SRCS   := $(wildcard vipl/src/*.c) $(wildcard lanai-fw/*.c) $(wildcard extensions/*.c) \
 	kdriver/ctl_sock.c
-VIPD_SRCS  := $(wildcard kdriver/kd_*.c) kdriver/ctl_sock.c lanai-fw/fw_profile.c
+VIPD_SRCS  := $(wildcard kdriver/kd_*.c) kdriver/ctl_sock.c lanai-fw/fw_profile.c lanai-fw/fw_fault_spec.c
 VIPCTL_SRCS:= $(wildcard kdriver/vipctl*.c) kdriver/ctl_sock.c kdriver/kd_hostif.c
 # vipctl alone links libpci and libkmod (nics, doctor: vipctl_hostdev.c).
 HOSTDEV_PKGS := libpci libkmod
@@ -84,7 +84,7 @@ FI_BENCHES := $(patsubst bench/%.c,$(B)/bin/%,$(FI_BENCH_SRCS))
 # Empty when CUnit's header is missing: then `all` skips the tests.
 HAVE_CUNIT := $(shell $(CC) $(CFLAGS) -E -include CUnit/CUnit.h -x c /dev/null >/dev/null 2>&1 && echo y)
 
-.PHONY: all progs testprogs test bench check-asan check-tsan install clean deps deps-test hostdev-check \
+.PHONY: all progs testprogs test bench bench-hosts check-asan check-tsan install clean deps deps-test hostdev-check \
 	deps-bench deps-fuzz valgrind fuzz fuzzprogs fuzz-smoke fuzz-corpus
 ifeq ($(HAVE_CUNIT),)
 all: progs
@@ -297,6 +297,11 @@ fuzz-smoke:
 bench: deps-bench
 	$(MAKE) --no-print-directory progs
 	@B=$(B) bench/run_bench.sh $(if $(QUICK),--quick)
+	@B=$(B) bench/run_hosts.sh $(if $(QUICK),--quick)
+
+# The UDP link between emulated hosts against plain UDP (bench/run_hosts.sh).
+bench-hosts: progs
+	@B=$(B) bench/run_hosts.sh $(if $(QUICK),--quick)
 
 # ---- install --------------------------------------------------------------------
 install: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(B)/lib/pkgconfig/vipl.pc

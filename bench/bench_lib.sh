@@ -88,16 +88,17 @@ FI_PORT=$((20000 + $$ % 20000))
 
 # fi_run SIZE ITERS: one fi_pingpong run; sets FI_USEC (usec/xfer, one-way)
 # and FI_MBS (MB/sec). Not in a subshell: FI_PORT and FI_SRV must stick.
+# The provider is FI_RUN_PROV's (default shm; run_hosts.sh: tcp).
 fi_run() {
-    local size=$1 iters=$2 try i
+    local size=$1 iters=$2 try i prov=${FI_RUN_PROV:-shm}
     for try in 1 2 3; do
         FI_PORT=$((FI_PORT + 1))
-        timeout 150 fi_pingpong -p shm -e rdm -S "$size" -I "$iters" -B "$FI_PORT" \
+        timeout 150 fi_pingpong -p "$prov" -e rdm -S "$size" -I "$iters" -B "$FI_PORT" \
             >"$WORK/fi_srv.out" 2>&1 &
         FI_SRV=$!
         for i in $(seq 50); do
-            if timeout 120 fi_pingpong -p shm -e rdm -S "$size" -I "$iters" -P "$FI_PORT" \
-                localhost >"$WORK/fi_cli.out" 2>&1; then
+            if timeout 120 fi_pingpong -p "$prov" -e rdm -S "$size" -I "$iters" -P "$FI_PORT" \
+                127.0.0.1 >"$WORK/fi_cli.out" 2>&1; then
                 wait "$FI_SRV" 2>/dev/null || true
                 FI_SRV=
                 # columns: bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec
@@ -115,7 +116,7 @@ fi_run() {
         wait "$FI_SRV" 2>/dev/null || true
         FI_SRV=
     done
-    say "error: fi_pingpong -p shm -e rdm -S $size failed; client said:"
+    say "error: fi_pingpong -p $prov -e rdm -S $size failed; client said:"
     cat "$WORK/fi_cli.out" >&2
     say "server said:"
     cat "$WORK/fi_srv.out" >&2

@@ -521,6 +521,10 @@ static inline void bu_fork_server(void (*server)(void *), void *arg)
     if (pid == 0) {
         sigprocmask(SIG_SETMASK, &old, NULL);
         bu_role = "server";
+        /* Across hosts (bench/run_hosts.sh): the server talks to its own vipd. */
+        const char *ss = getenv("BU_SERVER_VIPD_SOCKET");
+        if (ss && *ss)
+            setenv("VIPD_SOCKET", ss, 1);
         prctl(PR_SET_PDEATHSIG, SIGTERM); /* the client died: so do we */
         if (getppid() == 1)
             exit(1);
@@ -723,6 +727,9 @@ static inline void bu_usage(FILE *f, const struct bu_usage *u)
  * both use the same NIC. */
 static inline const char *bu_peer_name(const struct bu_opts *o)
 {
+    const char *p = getenv("BU_PEER"); /* another host's name (bench/run_hosts.sh) */
+    if (p && *p)
+        return p;
     return strcmp(o->server_dev, o->client_dev) == 0 ? "localhost" : o->server_dev;
 }
 

@@ -28,7 +28,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define VIA_ABI_VERSION 4u
+#include "via_net.h"
+
+/* 4: the channel names its link (shm, UDP, libfabric), net counters; 5: the
+ * channel directions' wake words (rx_sleepers, rx_wake). */
+#define VIA_ABI_VERSION 5u
 #define VIA_PAGE_SIZE 4096u
 #define VIA_CACHELINE 64u
 
@@ -214,7 +218,8 @@ struct via_status_page {
     _Atomic uint32_t pid;
     _Atomic uint64_t trace_head;
     _Atomic uint64_t progress_calls;
-    uint8_t pad[VIA_PAGE_SIZE - 24];
+    struct via_net_counters net; /* the session's UDP links (via_net.h) */
+    uint8_t pad[VIA_PAGE_SIZE - 24 - sizeof(struct via_net_counters)];
     struct via_trace_rec trace[VIA_TRACE_SLOTS];
 };
 static_assert(sizeof(struct via_status_page) == VIA_PAGE_SIZE + 32 * VIA_TRACE_SLOTS,
@@ -354,9 +359,15 @@ struct via_chan {
     uint32_t reliability;
     uint32_t vi_id[2];  /* VI id of each side on its NIC */
     uint16_t nic[2];
-    uint32_t pad[7];
+    /* VIA_LINK_SHM: dir[] is the link. VIA_LINK_UDP: the peer is on
+     * another host; the link is a UDP socket vipd handed over with the
+     * channel (its fd in place of the peer's event page), dir[] unused,
+     * and faults are the rates vipd --faults set for it (via_net.h). */
+    uint32_t link;
+    struct via_net_faults faults;
     struct via_chan_dir dir[2];
 };
+enum via_link_kind { VIA_LINK_SHM = 0, VIA_LINK_UDP = 1, VIA_LINK_OFI = 2 };
 #define VIA_CHAN_MAGIC 0x56494143u /* "VIAC" */
 
 /* ---- the NIC page: timing profile and modelled resources --------------------
@@ -426,6 +437,7 @@ enum via_ctl_op {
     VIA_CTL_PEER_WAIT,      /* its outcome (deferred reply, side socket) */
     VIA_CTL_NS_REVERSE,     /* a name for a NIC address */
     VIA_CTL_SMI_NICS,       /* the NIC addresses the switch reaches (autodiscovery) */
+    VIA_CTL_NET_STATS,      /* the UDP links' counters and the other hosts (vipctl net) */
     VIA_CTL_NOPS
 };
 

@@ -159,6 +159,15 @@ struct kd_conn {
     /* peer-to-peer: the channel's fd, kept until both sides were told (else -1) */
     int chan_fd;
     unsigned chan_untold;
+    /* Across hosts (kd_remote.c): the other end's host, the id both vipds
+     * put in the channel (the requester vipd's conn id), this side's UDP
+     * socket until it is handed over, and on the acceptor's side the
+     * request as it came. */
+    struct kd_host *host;
+    uint32_t wire_id;
+    int udp_fd;
+    bool remote_req;
+    struct via_host_conn_req rreq;
     struct kd_conn *next;
 };
 
@@ -171,6 +180,27 @@ struct kd_listener {
     uint16_t dlen;
     uint8_t discrim[VIA_MAX_DISCRIM];
     struct kd_listener *next;
+};
+
+/* ---- other hosts (kd_host.c) and connections across them (kd_remote.c) ---- */
+#define KD_MAX_HOSTS 64
+#define KD_HOST_MAX_BODY 256
+enum kd_host_state { KD_HOST_DOWN, KD_HOST_UP, KD_HOST_NSTATES };
+extern const char *const kd_host_state_name[KD_HOST_NSTATES];
+/* One TCP connection to or from another vipd, and its unparsed input. */
+struct kd_hostlink {
+    int fd;
+    uint32_t in_len;
+    uint8_t in[2 * (16 + KD_HOST_MAX_BODY)];
+};
+struct kd_host {
+    char name[64];
+    uint32_t ip;   /* network byte order */
+    uint16_t port;
+    uint32_t host_id;
+    enum kd_host_state state;
+    struct kd_hostlink link[2]; /* [0] we connected, [1] it connected */
+    uint64_t last_heard, last_sent;
 };
 
 struct kd_ptag {
@@ -205,6 +235,14 @@ struct kd_state {
     size_t nhosts;
     struct kd_ptag *ptag; /* indexed by ptag id; [0] unused */
     uint32_t nptag_slots;
+    /* --listen: this vipd is a host of several (kd_host.c) */
+    uint32_t listen_ip; /* network byte order */
+    uint16_t listen_port;
+    struct kd_host nethost[KD_MAX_HOSTS];
+    unsigned nnethosts;
+    uint64_t hb_ns, host_timeout_ns;
+    struct via_net_faults faults; /* --faults: every UDP link's */
+    uint32_t link; /* --link: enum via_link_kind of connections to other hosts */
 };
 extern struct kd_state kd;
 /* Sessions one vipd (one user's) serves at once unless told otherwise. */
@@ -280,7 +318,9 @@ kd_handler_fn kd_op_conn_wait, kd_op_conn_accept, kd_op_conn_reject, kd_op_conn_
 void kd_trace_keep(const struct kd_session *s);
 void kd_trace_free(void);
 
-kd_handler_fn kd_op_get_profile;
+kd_handler_fn kd_op_get_profile, kd_op_net_stats;
+/* Keep the net counters of a session that ends (vipctl net). */
+void kd_host_net_keep(const struct kd_session *s);
 kd_handler_fn kd_op_list_nics, kd_op_list_vis, kd_op_list_mem, kd_op_trace, kd_op_shutdown,
     kd_op_ping;
 
@@ -359,6 +399,59 @@ void kd_peer_vi_gone(struct kd_vi *vi, const char *why);
 void kd_peer_client_gone(struct kd_client *c);
 uint64_t kd_peer_next_deadline(void); /* 0 = none */
 void kd_peer_expire(uint64_t now_ns);
+
+/* ---- hosts (kd_host.c) ------------------------------------------------------------ */
+struct pollfd;
+uint32_t kd_host_id_of(uint32_t ip, uint16_t port);
+const char *kd_link_name(uint32_t link); /* enum via_link_kind: "udp", "ofi", ... */
+/* "A.B.C.D:PORT" */
+bool kd_host_parse_addr(const char *s, uint32_t *ip, uint16_t *port);
+/* A host of the hosts file (the same address twice: the first's entry);
+ * NULL when there are too many. */
+struct kd_host *kd_host_add(const char *name, uint32_t ip, uint16_t port);
+struct kd_host *kd_host_by_id(uint32_t host_id); /* another host's, or NULL */
+bool kd_host_listen(void); /* false with errno */
+void kd_host_fini(void);
+/* A control message to h (connecting first if need be); false: h is down. */
+bool kd_host_send(struct kd_host *h, uint16_t type, const void *body, uint32_t len);
+void kd_host_down(struct kd_host *h, const char *why);
+/* The event loop's part: poll entries (fd -1 for unused), their events,
+ * the heartbeat's timer. */
+size_t kd_host_npollfds(void);
+size_t kd_host_pollfds(struct pollfd *p, size_t cap);
+void kd_host_events(const struct pollfd *p, size_t n);
+uint64_t kd_host_next_deadline(void); /* 0 = none */
+void kd_host_tick(uint64_t now_ns);
+
+/* ---- connections across hosts (kd_remote.c) ----------------------------------------- */
+/* CONN_REQUEST for a NIC of host h (vi checked, IDLE). */
+void kd_remote_request(struct kd_client *c, uint64_t cookie, struct kd_vi *vi,
+                       struct kd_host *h, const struct via_ctl_conn_request *q,
+                       struct kd_reply *r);
+/* CONN_ACCEPT of a request that came from another host. */
+void kd_remote_accept(struct kd_conn *cn, struct kd_vi *vi, struct kd_reply *r);
+/* Tell the requester's host that its request ends with status. */
+void kd_remote_refuse(struct kd_conn *cn, int32_t status);
+/* One end of a connection across hosts closed or broke: tell the other host. */
+void kd_remote_end(struct kd_conn *cn, int side, bool broken);
+void kd_remote_on_request(struct kd_host *h, const void *body);
+void kd_remote_on_accept(struct kd_host *h, const void *body);
+void kd_remote_on_reject(struct kd_host *h, const void *body);
+void kd_remote_on_end(struct kd_host *h, const void *body);
+void kd_remote_host_down(struct kd_host *h);
+bool kd_remote_busy(const struct kd_host *h); /* connections or requests with h */
+
+/* ---- connection internals kd_remote.c shares (kd_conn.c) ------------------------------ */
+struct kd_conn *kd_conn_new(struct kd_reply *r); /* listed, id given, UNMATCHED */
+void kd_conn_free(struct kd_conn *cn);
+/* A request ends without a connection (status < 0: nobody to answer). */
+void kd_conn_request_end(struct kd_conn *cn, enum kd_conn_state st, int32_t status,
+                         const char *msg);
+/* Offer cn to the oldest wait on nic for discrim: false if none takes it. */
+bool kd_conn_offer(struct kd_conn *cn, unsigned nic, const uint8_t *discrim, uint16_t dlen);
+/* The channel shared memory of a new connection (link kind set), or NULL. */
+struct via_chan *kd_conn_chan_new(struct kd_conn *cn, int *fd, struct kd_reply *r);
+void kd_conn_set_state(struct kd_conn *cn, enum kd_conn_state st);
 
 /* ---- name service (kd_ns.c) --------------------------------------------------------- */
 /* Read the hosts file (lines "name address..."); false with a message

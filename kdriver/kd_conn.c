@@ -68,14 +68,14 @@ static struct kd_conn *conn_find(uint32_t id)
     return NULL;
 }
 
-static void conn_set_state(struct kd_conn *cn, enum kd_conn_state st)
+void kd_conn_set_state(struct kd_conn *cn, enum kd_conn_state st)
 {
     kd_debug("connection %u: %s -> %s", cn->id, kd_conn_state_name[cn->state],
              kd_conn_state_name[st]);
     cn->state = st;
 }
 
-static void conn_free(struct kd_conn *cn)
+void kd_conn_free(struct kd_conn *cn)
 {
     for (struct kd_conn **pp = &kd.conns; *pp; pp = &(*pp)->next)
         if (*pp == cn) {
@@ -85,7 +85,27 @@ static void conn_free(struct kd_conn *cn)
     kd_shm_unmap(cn->chan, sizeof *cn->chan);
     if (cn->chan_fd >= 0)
         close(cn->chan_fd);
+    if (cn->udp_fd >= 0)
+        close(cn->udp_fd);
     free(cn);
+}
+
+struct kd_conn *kd_conn_new(struct kd_reply *r)
+{
+    struct kd_conn *cn = calloc(1, sizeof *cn);
+    if (!cn) {
+        kd_fail(r, VIP_ERROR_RESOURCE, "vipd is out of memory");
+        return NULL;
+    }
+    do
+        cn->id = ++kd.next_conn_id;
+    while (cn->id == 0 || conn_find(cn->id));
+    cn->state = KD_CONN_UNMATCHED;
+    cn->chan_fd = -1;
+    cn->udp_fd = -1;
+    cn->next = kd.conns;
+    kd.conns = cn;
+    return cn;
 }
 
 static void listener_free(struct kd_listener *l)
@@ -135,10 +155,13 @@ struct kd_vi *kd_conn_request_check(struct kd_session *s, const struct via_ctl_c
                 kd_vi_state_name(vi->state));
         return NULL;
     }
-    if (*nic == KD_FOREIGN) {
+    if (*nic == KD_FOREIGN && (strcmp(what, "connection request") != 0 || !kd_host_by_id(
+                                   (uint32_t)q->remote.host[0] << 24 |
+                                   (uint32_t)q->remote.host[1] << 16 |
+                                   (uint32_t)q->remote.host[2] << 8 | q->remote.host[3]))) {
         kd_fail(r, VIP_NOT_REACHABLE,
-                "host %02x%02x%02x%02x is not this vipd (%08x): multi-host links are not "
-                "built yet",
+                "host %02x%02x%02x%02x is not this vipd (%08x) and not a host of the hosts "
+                "file (vipd --hosts; peer-to-peer requests reach this host only)",
                 q->remote.host[0], q->remote.host[1], q->remote.host[2], q->remote.host[3],
                 kd.host_id);
         return NULL;
@@ -150,10 +173,12 @@ struct kd_vi *kd_conn_request_check(struct kd_session *s, const struct via_ctl_c
  * A request that will not become a connection: answer the requester
  * (status < 0: nobody to answer), put its VI back to IDLE, forget it.
  */
-static void request_end(struct kd_conn *cn, enum kd_conn_state st, int32_t status,
-                        const char *msg)
+void kd_conn_request_end(struct kd_conn *cn, enum kd_conn_state st, int32_t status,
+                         const char *msg)
 {
-    conn_set_state(cn, st);
+    kd_conn_set_state(cn, st);
+    if (cn->remote_req && status >= 0)
+        kd_remote_refuse(cn, status); /* the requester is another host's */
     /* VI state first: the requester may look at it as soon as it has the reply. */
     struct kd_vi *vi = cn->req_vi;
     if (vi && vi->conn == cn) {
@@ -163,13 +188,27 @@ static void request_end(struct kd_conn *cn, enum kd_conn_state st, int32_t statu
     }
     if (status >= 0 && cn->req_client)
         kd_send_status(cn->req_client, cn->req_cookie, status, "%s", msg);
-    conn_free(cn);
+    kd_conn_free(cn);
 }
 
 static void fill_wait_r(const struct kd_conn *cn, struct via_ctl_conn_wait_r *a)
 {
     memset(a, 0, sizeof *a);
     a->conn_id = cn->id;
+    if (cn->remote_req) {
+        const struct via_host_conn_req *q = &cn->rreq;
+        uint32_t id = cn->host->host_id;
+        uint8_t *h = a->remote.host;
+        h[0] = (uint8_t)(id >> 24), h[1] = (uint8_t)(id >> 16), h[2] = (uint8_t)(id >> 8);
+        h[3] = (uint8_t)id, h[4] = (uint8_t)(q->src_nic >> 8), h[5] = (uint8_t)q->src_nic;
+        a->remote.discrim_len = q->req_dlen;
+        memcpy(a->remote.discrim, q->req_discrim, q->req_dlen);
+        a->remote_attr = (struct via_vi_attr){.reliability = q->reliability,
+                                              .max_transfer = q->max_transfer,
+                                              .rdma_write = q->rdma_write,
+                                              .rdma_read = q->rdma_read};
+        return;
+    }
     kd_nic_addr(cn->req_sess->nic->index, a->remote.host);
     a->remote.discrim_len = cn->req_dlen;
     memcpy(a->remote.discrim, cn->req_discrim, cn->req_dlen);
@@ -192,8 +231,20 @@ static bool offer(struct kd_conn *cn, struct kd_listener *l)
     if (c->dead)
         return false;
     cn->acc_sess = s;
-    conn_set_state(cn, KD_CONN_MATCHED);
+    kd_conn_set_state(cn, KD_CONN_MATCHED);
     return true;
+}
+
+static struct kd_listener *listener_for(unsigned nic, const struct via_net_addr *a);
+
+bool kd_conn_offer(struct kd_conn *cn, unsigned nic, const uint8_t *discrim, uint16_t dlen)
+{
+    struct via_net_addr a = {.discrim_len = dlen};
+    memcpy(a.discrim, discrim, dlen < VIA_MAX_DISCRIM ? dlen : VIA_MAX_DISCRIM);
+    for (struct kd_listener *l = listener_for(nic, &a); l; l = listener_for(nic, &a))
+        if (offer(cn, l))
+            return true;
+    return false;
 }
 
 /* ---- CONN_WAIT / CONN_REQUEST ------------------------------------------------------- */
@@ -269,6 +320,15 @@ void kd_op_conn_request(struct kd_client *c, uint64_t cookie, const void *body,
     struct kd_vi *vi = kd_conn_request_check(c->sess, q, "connection request", &nic, r);
     if (!vi)
         return;
+    if (nic == KD_FOREIGN) {
+        const uint8_t *h = q->remote.host;
+        kd_peer_vi_gone(vi, NULL);
+        kd_remote_request(c, cookie, vi,
+                          kd_host_by_id((uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 |
+                                        (uint32_t)h[2] << 8 | h[3]),
+                          q, r);
+        return;
+    }
     struct kd_listener *l = listener_for((unsigned)nic, &q->remote);
     if (!l) {
         kd_fail(r, VIP_NO_MATCH, "nobody waits for connections on via%d with this "
@@ -276,16 +336,9 @@ void kd_op_conn_request(struct kd_client *c, uint64_t cookie, const void *body,
         return;
     }
     kd_peer_vi_gone(vi, NULL); /* an outcome nobody asked for goes */
-    struct kd_conn *cn = calloc(1, sizeof *cn);
-    if (!cn) {
-        kd_fail(r, VIP_ERROR_RESOURCE, "vipd is out of memory");
+    struct kd_conn *cn = kd_conn_new(r);
+    if (!cn)
         return;
-    }
-    do
-        cn->id = ++kd.next_conn_id;
-    while (cn->id == 0 || conn_find(cn->id));
-    cn->state = KD_CONN_UNMATCHED;
-    cn->chan_fd = -1;
     cn->req_sess = c->sess;
     cn->req_vi = vi;
     cn->req_client = c;
@@ -296,14 +349,12 @@ void kd_op_conn_request(struct kd_client *c, uint64_t cookie, const void *body,
     memcpy(cn->discrim, q->remote.discrim, cn->dlen);
     cn->req_dlen = q->local.discrim_len;
     memcpy(cn->req_discrim, q->local.discrim, cn->req_dlen);
-    cn->next = kd.conns;
-    kd.conns = cn;
     /* A listener whose process has just gone cannot take it: the next may. */
     while (l && !offer(cn, l))
         l = listener_for((unsigned)nic, &q->remote);
     if (!l) {
         cn->req_client = NULL;
-        conn_free(cn);
+        kd_conn_free(cn);
         kd_fail(r, VIP_NO_MATCH, "the VipConnectWait on via%d has gone; try again", nic);
         return;
     }
@@ -318,16 +369,27 @@ void kd_op_conn_request(struct kd_client *c, uint64_t cookie, const void *body,
 /* ---- CONN_ACCEPT / CONN_REJECT ----------------------------------------------------------- */
 
 /* The channel between VIs a (side 0) and b (side 1): both CONNECTED. */
-static bool establish(struct kd_conn *cn, struct kd_vi *a, struct kd_vi *b, int *fd,
-                      struct kd_reply *r)
+struct via_chan *kd_conn_chan_new(struct kd_conn *cn, int *fd, struct kd_reply *r)
 {
     struct via_chan *ch = kd_shm_create("via-chan", sizeof *ch, 0, fd);
     if (!ch) {
         kd_fail(r, VIP_ERROR_RESOURCE, "cannot create the channel: %s", strerror(errno));
-        return false;
+        return NULL;
     }
     ch->magic = VIA_CHAN_MAGIC;
-    ch->conn_id = cn->id;
+    ch->conn_id = cn->host ? cn->wire_id : cn->id;
+    ch->link = cn->host ? kd.link : VIA_LINK_SHM;
+    if (cn->host)
+        ch->faults = kd.faults;
+    return ch;
+}
+
+static bool establish(struct kd_conn *cn, struct kd_vi *a, struct kd_vi *b, int *fd,
+                      struct kd_reply *r)
+{
+    struct via_chan *ch = kd_conn_chan_new(cn, fd, r);
+    if (!ch)
+        return false;
     ch->reliability = b->attr.reliability;
     ch->vi_id[0] = a->id;
     ch->vi_id[1] = b->id;
@@ -344,27 +406,19 @@ static bool establish(struct kd_conn *cn, struct kd_vi *a, struct kd_vi *b, int 
     b->side = 1;
     kd_vi_set_state(a, VIA_VI_CONNECTED);
     kd_vi_set_state(b, VIA_VI_CONNECTED);
-    conn_set_state(cn, KD_CONN_ACCEPTED);
+    kd_conn_set_state(cn, KD_CONN_ACCEPTED);
     return true;
 }
 
 struct kd_conn *kd_conn_link(struct kd_vi *a, struct kd_vi *b, struct kd_reply *r)
 {
-    struct kd_conn *cn = calloc(1, sizeof *cn);
-    if (!cn) {
-        kd_fail(r, VIP_ERROR_RESOURCE, "vipd is out of memory");
+    struct kd_conn *cn = kd_conn_new(r);
+    if (!cn)
         return NULL;
-    }
-    do
-        cn->id = ++kd.next_conn_id;
-    while (cn->id == 0 || conn_find(cn->id));
-    cn->state = KD_CONN_UNMATCHED;
     if (!establish(cn, a, b, &cn->chan_fd, r)) {
-        free(cn);
+        kd_conn_free(cn);
         return NULL;
     }
-    cn->next = kd.conns;
-    kd.conns = cn;
     kd_info("connection %u (peer-to-peer): via%u VI %u (pid %d) <-> via%u VI %u (pid %d)",
             cn->id, a->nic->index, a->id, (int)a->sess->pid, b->nic->index, b->id,
             (int)b->sess->pid);
@@ -400,6 +454,10 @@ void kd_op_conn_accept(struct kd_client *c, uint64_t cookie, const void *body,
     if (vi->state != VIA_VI_IDLE) {
         kd_fail(r, VIP_INVALID_STATE, "VI %u is %s: only an IDLE VI can accept", vi->id,
                 kd_vi_state_name(vi->state));
+        return;
+    }
+    if (cn->remote_req) {
+        kd_remote_accept(cn, vi, r);
         return;
     }
     struct kd_vi *rv = cn->req_vi;
@@ -448,7 +506,7 @@ void kd_op_conn_reject(struct kd_client *c, uint64_t cookie, const void *body,
     char msg[112];
     snprintf(msg, sizeof msg, "connection rejected by the remote side (pid %d)",
              (int)c->sess->pid);
-    request_end(cn, KD_CONN_REJECTED, VIP_REJECT, msg);
+    kd_conn_request_end(cn, KD_CONN_REJECTED, VIP_REJECT, msg);
 }
 
 /* ---- DISCONNECT / VI_ERROR / teardown ---------------------------------------------------- */
@@ -463,7 +521,7 @@ static void detach(struct kd_vi *vi)
     if (cn->vi[vi->side] == vi)
         cn->vi[vi->side] = NULL;
     if (!cn->vi[0] && !cn->vi[1])
-        conn_free(cn);
+        kd_conn_free(cn);
 }
 
 /* Mark the channel closed/broken (never downgrading BROKEN to CLOSED), put
@@ -471,6 +529,8 @@ static void detach(struct kd_vi *vi)
 static void end_channel(struct kd_vi *vi, uint32_t chan_state)
 {
     struct kd_conn *cn = vi->conn;
+    if (cn->host)
+        kd_remote_end(cn, vi->side, chan_state == VIA_CHAN_BROKEN);
     if (chan_state == VIA_CHAN_BROKEN) {
         atomic_store_explicit(&cn->chan->state, VIA_CHAN_BROKEN, memory_order_release);
     } else {
@@ -498,7 +558,7 @@ void kd_op_disconnect(struct kd_client *c, uint64_t cookie, const void *body,
     kd_peer_vi_gone(vi, "VipDisconnect cancelled the peer connection request");
     struct kd_conn *cn = vi->conn;
     if (cn && cn->state != KD_CONN_ACCEPTED) {
-        request_end(cn, KD_CONN_REJECTED, VIP_REJECT,
+        kd_conn_request_end(cn, KD_CONN_REJECTED, VIP_REJECT,
                     "the VI disconnected while its connection request was pending");
     } else if (cn) {
         end_channel(vi, VIA_CHAN_CLOSED);
@@ -535,7 +595,7 @@ void kd_conn_vi_gone(struct kd_vi *vi, bool died)
     if (!cn)
         return;
     if (cn->state != KD_CONN_ACCEPTED) {
-        request_end(cn, KD_CONN_REJECTED, VIP_REJECT,
+        kd_conn_request_end(cn, KD_CONN_REJECTED, VIP_REJECT,
                     "the VI was destroyed while its connection request was pending");
         return;
     }
@@ -554,7 +614,7 @@ void kd_conn_client_gone(struct kd_client *c)
     for (struct kd_conn *cn = kd.conns, *n; cn; cn = n) {
         n = cn->next;
         if (cn->req_client == c && cn->state != KD_CONN_ACCEPTED)
-            request_end(cn, KD_CONN_REJECTED, -1, NULL);
+            kd_conn_request_end(cn, KD_CONN_REJECTED, -1, NULL);
     }
 }
 
@@ -570,9 +630,9 @@ void kd_conn_session_gone(struct kd_session *s)
         if (cn->state == KD_CONN_ACCEPTED)
             continue; /* the VIs' teardown breaks these */
         if (cn->req_sess == s)
-            request_end(cn, KD_CONN_REJECTED, -1, NULL);
+            kd_conn_request_end(cn, KD_CONN_REJECTED, -1, NULL);
         else if (cn->state == KD_CONN_MATCHED && cn->acc_sess == s)
-            request_end(cn, KD_CONN_REJECTED, VIP_REJECT, "acceptor exited");
+            kd_conn_request_end(cn, KD_CONN_REJECTED, VIP_REJECT, "acceptor exited");
     }
 }
 
@@ -605,7 +665,7 @@ void kd_conn_expire(uint64_t now)
         n = cn->next;
         if (cn->state == KD_CONN_ACCEPTED || !cn->deadline_ns || cn->deadline_ns > now)
             continue;
-        request_end(cn, KD_CONN_TIMED_OUT, VIP_TIMEOUT,
+        kd_conn_request_end(cn, KD_CONN_TIMED_OUT, VIP_TIMEOUT,
                     "the remote side did not accept or reject before the timeout");
     }
 }

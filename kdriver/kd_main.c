@@ -3,6 +3,7 @@
  * the listening socket and the poll() event loop with its timers.
  */
 #include "kd.h"
+#include "fw_net.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -86,7 +87,15 @@ static void usage(FILE *f)
             "                         /usr/share/vipl/profiles; EXE = vipd's directory)\n"
             "      --hosts FILE       names for VipNSGetHostByName (default: $VIPD_HOSTS):\n"
             "                         lines 'name address...', address viaN or\n"
-            "                         hh:hh:hh:hh:hh:hh, '#' comments; a bad line is an error\n"
+            "                         hh:hh:hh:hh:hh:hh, or ADDR:PORT (the via0 of the vipd\n"
+            "                         that listens there), '#' comments; a bad line is an error\n"
+            "      --listen ADDR:PORT this vipd is a host of several: the others (the hosts\n"
+            "                         file's ADDR:PORT lines) reach its NICs through here\n"
+            "      --link udp|ofi     the link between hosts' NICs: udp (the default) or\n"
+            "                         ofi (libfabric FI_EP_RDM; FI_PROVIDER, default tcp;ofi_rxm)\n"
+            "      --faults SPEC      inject faults on every link to another host:\n"
+            "                         drop=R,dup=R,reorder=R,corrupt=R,delay=R,delay_ms=N\n"
+            "                         (R a rate 0..1; default $VIP_FAULTS in each process)\n"
             "  -l, --log-level LEVEL  error|warn|info|debug (default info)\n"
             "  -v                     same as --log-level debug\n"
             "  -q                     same as --log-level error\n"
@@ -440,7 +449,7 @@ static void event_loop(int lsock, unsigned idle_s)
 
     while (!kd.stop && !got_signal) {
         kd_reap_clients();
-        size_t n = 1;
+        size_t n = 1 + kd_host_npollfds();
         for (struct kd_client *c = kd.clients; c; c = c->next)
             n++;
         if (n > cap) {
@@ -467,9 +476,15 @@ static void event_loop(int lsock, unsigned idle_s)
             pfd[n] = (struct pollfd){.fd = c->fd, .events = POLLIN};
             who[n++] = c;
         }
+        size_t hbase = n; /* then the other hosts' connections (kd_host.c) */
+        size_t hn = kd_host_pollfds(pfd + n, cap - n);
+        n += hn;
 
         /* Next timer: a connection timeout, the idle exit, or accepting again. */
         uint64_t deadline = kd_conn_next_deadline();
+        uint64_t hb = kd_host_next_deadline();
+        if (hb && (!deadline || hb < deadline))
+            deadline = hb;
         if (paused && (!deadline || accept_paused_until < deadline))
             deadline = accept_paused_until;
         if (idle_s && kd.nsessions == 0 && !kd.clients) {
@@ -497,9 +512,11 @@ static void event_loop(int lsock, unsigned idle_s)
             break;
         }
         kd_conn_expire(kd_now_ns());
+        kd_host_events(pfd + hbase, hn);
+        kd_host_tick(kd_now_ns());
         if (pfd[0].revents & POLLIN)
             accept_clients(lsock);
-        for (size_t i = 1; i < n; i++) {
+        for (size_t i = 1; i < hbase; i++) {
             struct kd_client *c = who[i];
             if (c->dead || !pfd[i].revents)
                 continue;
@@ -522,6 +539,8 @@ int main(int argc, char **argv)
         {"autostart", no_argument, NULL, 'A'},   {"help", no_argument, NULL, 'h'},
         {"profile-dir", required_argument, NULL, 'D'}, {"hosts", required_argument, NULL, 'H'},
         {"max-sessions", required_argument, NULL, 'M'},
+        {"listen", required_argument, NULL, 'L'}, {"link", required_argument, NULL, 'K'},
+        {"faults", required_argument, NULL, 'F'},
         {"system", no_argument, NULL, 'S'},
         {"max-sessions-per-user", required_argument, NULL, 'U'},
         {"max-vis-per-user", required_argument, NULL, 'V'},
@@ -541,6 +560,7 @@ int main(int argc, char **argv)
     unsigned long named_max = 0; /* highest NIC index a viaN= option named, + 1 */
     const char *profile_dir = NULL, *hosts = NULL;
     int c;
+    kd.link = VIA_LINK_UDP; /* connections to other hosts, unless --link says otherwise */
     while ((c = getopt_long(argc, argv, "fn:s:l:vqh", opts, NULL)) != -1) {
         switch (c) {
         case 'f':
@@ -571,6 +591,31 @@ int main(int argc, char **argv)
             }
             profile_dir = optarg;
             break;
+        case 'L':
+            if (!kd_host_parse_addr(optarg, &kd.listen_ip, &kd.listen_port)) {
+                fprintf(stderr, "vipd: --listen wants IPv4-ADDRESS:PORT, not '%s'\n", optarg);
+                return 1;
+            }
+            break;
+        case 'K':
+            if (strcmp(optarg, "udp") == 0) {
+                kd.link = VIA_LINK_UDP;
+            } else if (strcmp(optarg, "ofi") == 0) {
+                kd.link = VIA_LINK_OFI;
+            } else {
+                fprintf(stderr, "vipd: --link %s: the links are udp and ofi (libfabric)\n",
+                        optarg);
+                return 1;
+            }
+            break;
+        case 'F': {
+            char why[120];
+            if (!fw_fault_parse(optarg, &kd.faults, why, sizeof why)) {
+                fprintf(stderr, "vipd: --faults: %s\n", why);
+                return 1;
+            }
+            break;
+        }
         case 'H':
             if (!*optarg) {
                 fprintf(stderr, "vipd: --hosts wants a file\n");
@@ -781,6 +826,14 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    if (!kd_host_listen()) {
+        fprintf(stderr, "vipd: cannot listen for other hosts on port %u: %s\n",
+                kd.listen_port, strerror(errno));
+        unlink(lockpath);
+        kd_nic_fini();
+        kd_ns_free();
+        return 1;
+    }
     if (!foreground)
         daemonize(sockpath);
 
@@ -819,6 +872,7 @@ int main(int argc, char **argv)
     event_loop(lsock, (unsigned)idle);
 
     kd_shutdown_all();
+    kd_host_fini();
     kd_nic_fini();
     kd_ns_free();
     unlink(sockpath);

@@ -38,6 +38,8 @@ bool kd_nic_init(unsigned nnics, const char *const *profiles, const char *dir)
         h *= 16777619u;
     }
     kd.host_id = h ? h : 1;
+    if (kd.listen_port) /* one host of several: named by where it listens */
+        kd.host_id = kd_host_id_of(kd.listen_ip, kd.listen_port);
     for (unsigned i = 0; i < VIA_MAX_NICS; i++)
         kd.nic[i].page_fd = -1;
     kd.nnics = nnics;

@@ -185,10 +185,29 @@ static int hexval(char c)
     return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-/* viaN of this vipd, or a NIC address hh:hh:hh:hh:hh:hh (as vipctl prints it). */
-static bool address_ok(const char *w, uint8_t out[VIA_NIC_ADDR_LEN], char *why, size_t cap)
+static void host_addr(uint32_t id, unsigned nic, uint8_t out[VIA_NIC_ADDR_LEN])
+{
+    out[0] = (uint8_t)(id >> 24), out[1] = (uint8_t)(id >> 16), out[2] = (uint8_t)(id >> 8);
+    out[3] = (uint8_t)id, out[4] = (uint8_t)(nic >> 8), out[5] = (uint8_t)nic;
+}
+
+/* viaN of this vipd, a NIC address hh:hh:hh:hh:hh:hh (as vipctl prints it),
+ * or ADDR:PORT, the vipd listening there (vipd --listen): its via0. */
+static bool address_ok(const char *name, const char *w, uint8_t out[VIA_NIC_ADDR_LEN],
+                       char *why, size_t cap)
 {
     unsigned idx;
+    uint32_t ip;
+    uint16_t port;
+    if (strchr(w, '.') && kd_host_parse_addr(w, &ip, &port)) {
+        struct kd_host *h = kd_host_add(name, ip, port);
+        if (!h) {
+            snprintf(why, cap, "more than %u hosts", KD_MAX_HOSTS);
+            return false;
+        }
+        host_addr(h->host_id, 0, out);
+        return true;
+    }
     if (strncmp(w, "via", 3) == 0 && nic_number(w + 3, &idx)) {
         if (idx >= kd.nnics) {
             snprintf(why, cap, "no NIC %s: this vipd has via0..via%u (see -n)", w,
@@ -206,7 +225,8 @@ static bool address_ok(const char *w, uint8_t out[VIA_NIC_ADDR_LEN], char *why, 
             out[i] = (uint8_t)(hi << 4 | lo);
     }
     if (!hex) {
-        snprintf(why, cap, "'%s' is not a NIC address (viaN or hh:hh:hh:hh:hh:hh)", w);
+        snprintf(why, cap, "'%s' is not a NIC address (viaN, hh:hh:hh:hh:hh:hh, or "
+                           "IPv4-ADDRESS:PORT of another vipd)", w);
         return false;
     }
     uint32_t host = (uint32_t)out[0] << 24 | (uint32_t)out[1] << 16 | (uint32_t)out[2] << 8 |
@@ -231,7 +251,7 @@ static bool parse_line(char *line, char *why, size_t cap)
     unsigned naddr = 0;
     for (char *w = strtok_r(NULL, " \t\r", &save); w; w = strtok_r(NULL, " \t\r", &save)) {
         struct kd_ns_entry e = {0};
-        if (!address_ok(w, e.addr, why, cap))
+        if (!address_ok(name, w, e.addr, why, cap))
             return false;
         for (size_t i = 0; i < kd.nhosts; i++)
             if (strcasecmp(kd.hosts[i].name, name) == 0 &&
@@ -318,13 +338,24 @@ static bool resolve(const char *name, uint32_t index, unsigned own, uint8_t out[
     if (colon) {
         char host[NS_NAME_MAX + 2];
         snprintf(host, sizeof host, "%.*s", (int)(colon - name), name);
-        if (!is_this_host(host)) {
-            kd_fail(r, VIP_ERROR_NAMESERVICE,
-                    "unknown host %.40s (only this host's NICs are known)", host);
-            return false;
-        }
         if (!device_index(colon + 1, &idx)) {
             kd_fail(r, VIP_ERROR_NAMESERVICE, "unknown NIC name %.60s", colon + 1);
+            return false;
+        }
+        for (unsigned i = 0; i < kd.nnethosts; i++)
+            if (strcasecmp(kd.nethost[i].name, host) == 0 &&
+                kd.nethost[i].host_id != kd.host_id) {
+                if (index != 0) {
+                    kd_fail(r, VIP_ERROR_NAMESERVICE, "'%s' has one address (NameIndex 0)",
+                            name);
+                    return false;
+                }
+                host_addr(kd.nethost[i].host_id, idx, out); /* another host's NIC */
+                return true;
+            }
+        if (!is_this_host(host)) {
+            kd_fail(r, VIP_ERROR_NAMESERVICE,
+                    "unknown host %.40s (neither this host nor one of the hosts file)", host);
             return false;
         }
         if (!host_if_bound(colon + 1, idx, r))
@@ -395,6 +426,13 @@ void kd_op_ns_reverse(struct kd_client *c, uint64_t cookie, const void *body,
     for (size_t i = 0; i < kd.nhosts && !name; i++)
         if (memcmp(kd.hosts[i].addr, h, VIA_NIC_ADDR_LEN) == 0)
             name = kd.hosts[i].name;
+    struct kd_host *other = name ? NULL : kd_host_by_id(host);
+    if (other) {
+        struct via_ctl_ns_reverse_r *a = kd_body(r, sizeof *a);
+        if (a)
+            snprintf(a->name, sizeof a->name, "%.63s:via%u", other->name, idx);
+        return;
+    }
     if (!name && (host != kd.host_id || idx >= kd.nnics)) {
         kd_fail(r, VIP_ERROR_NAMESERVICE,
                 "no name for %02x:%02x:%02x:%02x:%02x:%02x: not a NIC of this host nor in "

@@ -285,6 +285,7 @@ static const struct kd_op ops[VIA_CTL_NOPS] = {
     OP(VIA_CTL_TRACE, "TRACE", struct via_ctl_trace, kd_op_trace, false),
     [VIA_CTL_SHUTDOWN] = {"SHUTDOWN", 0, kd_op_shutdown, false},
     [VIA_CTL_PING] = {"PING", 0, kd_op_ping, false},
+    [VIA_CTL_NET_STATS] = {"NET_STATS", 0, kd_op_net_stats, false},
     OP(VIA_CTL_GET_PROFILE, "GET_PROFILE", struct via_ctl_get_profile, kd_op_get_profile, false),
     OP(VIA_CTL_RESIZE_CQ, "RESIZE_CQ", struct via_ctl_resize_cq, kd_op_resize_cq, true),
     OP(VIA_CTL_PEER_REQUEST, "PEER_REQUEST", struct via_ctl_conn_request, kd_op_peer_request,
@@ -504,6 +505,7 @@ void kd_session_end(struct kd_session *s, const char *why)
     }
     kd_conn_session_gone(s);
     kd_trace_keep(s);
+    kd_host_net_keep(s);
     unsigned nvis = 0, ncqs = 0, nregions = s->nregions;
     kd_vi_session_free(s, &nvis, &ncqs);
     kd_mem_session_free(s);

@@ -255,6 +255,42 @@ static int cmd_counters(void)
     return 0;
 }
 
+/* The UDP links of this vipd's sessions, the faults injected, the hosts. */
+static int cmd_net(void)
+{
+    static const char *const name[VIA_NET_NCOUNTERS] = {
+        "tx_frames", "rx_frames", "tx_batches", "rx_batches", "retransmits", "acks_sent",
+        "nacks_sent", "nacks_got", "dup_dropped", "bad_short", "bad_crc", "bad_version",
+        "bad_vi", "lost", "timeouts", "fault_drop", "fault_dup", "fault_reorder",
+        "fault_corrupt", "fault_delay"};
+    size_t len;
+    struct via_ctl_net_stats_r *a = call(VIA_CTL_NET_STATS, NULL, 0, &len);
+    if (!a || len < sizeof *a ||
+        len != sizeof *a + (size_t)a->nhosts * sizeof(struct via_net_host_info)) {
+        free(a);
+        fprintf(stderr, "vipctl: vipd's answer to NET_STATS is malformed\n");
+        return 1;
+    }
+    for (unsigned i = 0; i < VIA_NET_NCOUNTERS; i++)
+        printf("%-14s %llu\n", name[i], (unsigned long long)a->cnt[i]);
+    const struct via_net_faults *f = &a->faults;
+    printf("faults (--faults): drop %.4f dup %.4f reorder %.4f corrupt %.4f delay %.4f "
+           "(%u ms)\n", f->drop / 65536.0, f->dup / 65536.0, f->reorder / 65536.0,
+           f->corrupt / 65536.0, f->delay / 65536.0, f->delay_ms);
+    const struct via_net_host_info *h = (const void *)(a + 1);
+    for (unsigned i = 0; i < a->nhosts; i++) {
+        char ip[16];
+        uint8_t b[4];
+        memcpy(b, &h[i].ip, 4);
+        snprintf(ip, sizeof ip, "%u.%u.%u.%u", b[0], b[1], b[2], b[3]);
+        printf("host %-16.63s %08x %s:%u %s, %u connection%s\n", h[i].name, h[i].host_id, ip,
+               h[i].port, h[i].up == 2 ? "this vipd" : h[i].up ? "up" : "down", h[i].conns,
+               h[i].conns == 1 ? "" : "s");
+    }
+    free(a);
+    return 0;
+}
+
 static int cmd_vis(void)
 {
     size_t len;
@@ -449,6 +485,8 @@ static void usage(FILE *f)
                "  vis               table of all VIs (a system vipd shows a user their own)\n"
                "  mem               table of registered memory (the same)\n"
                "  counters          per-NIC counters\n"
+               "  net               UDP links to other hosts: frames, retransmits, drops,\n"
+               "                    faults injected (vipd --faults), the hosts and their state\n"
                "  profile [viaN]    the NIC's timing profile, VI bound, modelled stage times\n"
                "  trace on|off|dump|stats\n"
                "                    stage trace control; dump prints the records (DUR_US:\n"
@@ -488,6 +526,8 @@ int main(int argc, char **argv)
         return cmd_vis();
     if (strcmp(cmd, "mem") == 0)
         return cmd_mem();
+    if (strcmp(cmd, "net") == 0)
+        return cmd_net();
     if (strcmp(cmd, "counters") == 0)
         return cmd_counters();
     if (strcmp(cmd, "trace") == 0)

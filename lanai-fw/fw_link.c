@@ -188,6 +188,17 @@ static bool shm_pending(const struct fw_link *l)
     return fw_link_ready(l->rx);
 }
 
+static void shm_stall(struct fw_link *l)
+{
+    atomic_store(&l->tx->tx_waiting, 1);
+}
+
+static bool shm_drained(struct fw_link *l, unsigned n)
+{
+    return n && atomic_load_explicit(&l->rx->tx_waiting, memory_order_relaxed) &&
+           atomic_exchange(&l->rx->tx_waiting, 0);
+}
+
 const struct fw_link_ops fw_link_shm_ops = {
     .name = "shm",
     .reserve = shm_reserve,
@@ -195,6 +206,8 @@ const struct fw_link_ops fw_link_shm_ops = {
     .peek = shm_peek,
     .consume = shm_consume,
     .pending = shm_pending,
+    .stall = shm_stall,
+    .drained = shm_drained,
 };
 
 void fw_link_shm_init(struct fw_link *l, struct via_chan *chan, int side)

@@ -19,6 +19,7 @@
 #define FW_LINK_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "via_abi.h"
 
@@ -41,17 +42,49 @@ struct fw_link_ops {
     void (*consume)(struct fw_link *l, const struct via_wire_hdr *h);
     /* Anything to receive? (a cheap check for pollers) */
     bool (*pending)(const struct fw_link *l);
+    /* reserve found no room: ask the receiver to tell us when it drains
+     * (the caller then wakes the peer and tries reserve once more). */
+    void (*stall)(struct fw_link *l);
+    /* The receiver took n packets: true if the sender asked to be woken. */
+    bool (*drained)(struct fw_link *l, unsigned n);
+    /* End of the NIC's turn on the VI (NULL: nothing to do): send what
+     * was published, answer, retransmit what is due. Returns the time the
+     * link wants to be visited again (0: only when something arrives), or
+     * UINT64_MAX when the link has failed (the peer is unreachable). */
+    uint64_t (*turn)(struct fw_link *l);
+    /* The VI lets go of the link (NULL: nothing to free). */
+    void (*fini)(struct fw_link *l);
 };
+
+struct fw_udp;
+struct fw_ofil;
 
 struct fw_link {
     const struct fw_link_ops *ops;
     struct via_chan_dir *tx, *rx; /* shared-memory ring: our direction, theirs */
     uint64_t tx_tail_seen;        /* the last tail of tx read (fw_link_reserve) */
+    struct fw_udp *udp;           /* the UDP link's state (fw_link_udp.c) */
+    struct fw_ofil *ofi;          /* the libfabric link's state (fw_link_ofi.c) */
 };
 
 /* The shared-memory ring of a channel (fw_link.c). */
 extern const struct fw_link_ops fw_link_shm_ops;
 void fw_link_shm_init(struct fw_link *l, struct via_chan *chan, int side);
+
+/* The UDP link to a NIC of another host (fw_link_udp.c): sock is the
+ * connected datagram socket vipd made for the connection (the link owns
+ * it from now on); false when out of memory (sock closed). */
+struct fw_nic;
+bool fw_link_udp_init(struct fw_link *l, struct fw_nic *nic, struct via_chan *chan,
+                      int side, int sock);
+extern const struct fw_link_ops fw_link_udp_ops;
+
+/* The libfabric link to a NIC of another host (fw_link_ofi.c): sock, vipd's
+ * connected UDP socket of the connection, carries the endpoints' names
+ * (the link owns it from now on); false with a sentence in why. */
+bool fw_link_ofi_init(struct fw_link *l, struct fw_nic *nic, struct via_chan *chan, int side,
+                      int sock, char *why, size_t whylen);
+extern const struct fw_link_ops fw_link_ofi_ops;
 
 /* The ring operations themselves, on one direction (also used by tests). */
 /* tail_seen: the sender's last read of the receiver's tail (NULL: read it now). */

@@ -23,9 +23,11 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <vipl.h>
 
 #include "fw.h"
+#include "fw_net.h"
 #include "fw_hal.h"
 
 /* ---- the NIC ---------------------------------------------------------------- */
@@ -54,6 +56,7 @@ void nic_destroy(struct fw_nic *nic)
     if (!nic)
         return;
     fw_thread_stop(nic);
+    fw_net_nic_fini(nic);
     pthread_mutex_destroy(&nic->lock);
     free(nic);
 }
@@ -138,19 +141,25 @@ void nic_vi_set_params(struct fw_vi *vi, const struct nic_vi_params *p)
     fw_unlock(&vi->lock);
 }
 
-void nic_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t peer_vi,
-                    struct via_event_page *peer_ev, int peer_pidfd)
+bool nic_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t peer_vi,
+                    struct via_event_page *peer_ev, int sock, int peer_pidfd)
 {
     struct fw_nic *nic = vi->nic;
     fw_lock(&vi->lock);
-    fw_vi_connect(vi, chan, side, peer_vi, peer_ev);
-    fw_live_watch(vi, peer_pidfd);
+    bool ok = fw_vi_connect(vi, chan, side, peer_vi, peer_ev, sock);
+    if (ok)
+        fw_live_watch(vi, peer_pidfd);
+    else if (peer_pidfd >= 0)
+        close(peer_pidfd);
     fw_unlock(&vi->lock);
+    if (!ok)
+        return false;
     /* The NIC needs a CPU of its own from the first connection on. */
     pthread_mutex_lock(&nic->lock);
     fw_thread_start(nic);
     pthread_mutex_unlock(&nic->lock);
     fw_want_visit(vi); /* packets may be waiting already */
+    return true;
 }
 
 void nic_vi_disconnect(struct fw_vi *vi)
@@ -247,6 +256,8 @@ static void held_note(struct fw_vi *vi)
 
 static void vi_settle(struct fw_vi *vi)
 {
+    if (vi->chan && vi->link.ops->turn && vi->link.ops->turn(&vi->link) == UINT64_MAX)
+        fw_link_failed(vi);
     fw_vi_wakes(vi);
     if (vi->held)
         held_note(vi);

@@ -155,6 +155,13 @@ int fw_ofi_open(struct fw_ofi **out, const char *node, uint32_t max_frame, char 
                 size_t errlen)
 {
     *out = NULL;
+    /* rxm sends what exceeds its buffer by rendezvous, which moves data
+     * only while the sender's endpoint progresses; a sender asleep in a
+     * wait would hold its receiver up. Frames are bounded: make every one
+     * eager (unless the user chose; read once, at libfabric's first use). */
+    char eager[16];
+    snprintf(eager, sizeof eager, "%u", (max_frame + 4095u) & ~4095u);
+    setenv("FI_OFI_RXM_BUFFER_SIZE", eager, 0);
     pthread_once(&ofi_once, ofi_load);
     if (ofi.why[0]) {
         snprintf(err, errlen, "%s", ofi.why);
@@ -453,4 +460,9 @@ bool fw_ofi_trywait(struct fw_ofi *o)
         return false;
     struct fid *f = &o->cq->fid;
     return fi_trywait(o->fabric, &f, 1) == FI_SUCCESS;
+}
+
+unsigned fw_ofi_frames_held(const struct fw_ofi *o)
+{
+    return o->nheld;
 }

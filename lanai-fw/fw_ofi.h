@@ -77,6 +77,9 @@ int fw_ofi_repost(struct fw_ofi *o, const struct fw_ofi_rx *rx);
 int fw_ofi_wait_fd(const struct fw_ofi *o);
 bool fw_ofi_trywait(struct fw_ofi *o);
 
+/* Received frames reaped but not yet handed out by fw_ofi_recv. */
+unsigned fw_ofi_frames_held(const struct fw_ofi *o);
+
 /* Sends not yet completed (a caller draining before close waits for 0). */
 unsigned fw_ofi_sends_pending(const struct fw_ofi *o);
 /* The provider in use, e.g. "tcp;ofi_rxm". */

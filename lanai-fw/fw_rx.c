@@ -22,6 +22,8 @@
  *               local segments; the last one completes it.
  *   ACK, NAK    the completer's: the peer placed (or refused) our message.
  */
+#include <stdio.h>
+
 #include <vipl.h>
 
 #include "fw.h"
@@ -59,7 +61,7 @@ static void rx_answer(struct fw_vi *vi)
         bool nak = vi->nak_owed != 0;
         struct via_wire_hdr *h = l->ops->reserve(l, 0);
         if (!h) {
-            atomic_store(&l->tx->tx_waiting, 1);
+            l->ops->stall(l);
             fw_want_visit(vi);
             return;
         }
@@ -104,7 +106,7 @@ static void rx_respond(struct fw_vi *vi)
         uint32_t frag = left < VIA_MTU ? left : VIA_MTU;
         struct via_wire_hdr *h = l->ops->reserve(l, frag);
         if (!h) {
-            atomic_store(&l->tx->tx_waiting, 1);
+            l->ops->stall(l);
             fw_want_visit(vi);
             return;
         }
@@ -203,6 +205,8 @@ static enum fw_rx_state rx_xdata(struct fw_vi *vi, const struct via_wire_hdr *h,
     return FW_RX_IDLE;
 }
 
+static bool rx_lossy(const struct fw_vi *vi);
+
 /* Header checks that need the VI's view: right connection, lengths, and
  * for messages the order of fragments and sequence numbers. */
 static bool rx_header_ok(const struct fw_vi *vi, const struct via_wire_hdr *h)
@@ -232,9 +236,34 @@ static bool rx_header_ok(const struct fw_vi *vi, const struct via_wire_hdr *h)
         return false;
     if (!first && h->type != vi->rx_op)
         return false; /* a fragment of another kind of message than the one in progress */
+    if (first && rx_lossy(vi))
+        return (int32_t)(h->msg_seq - vi->rx_seq) > 0; /* messages may be missing */
     if (first ? h->msg_seq != vi->rx_seq + 1 : h->msg_seq != vi->rx_seq)
         return false;
     return true;
+}
+
+/* An unreliable VI on a link that loses (a network link): its messages
+ * may be missing, whole or in part. */
+static bool rx_lossy(const struct fw_vi *vi)
+{
+    return vi->reliability == VIP_SERVICE_UNRELIABLE && vi->link.ops != &fw_link_shm_ops;
+}
+
+/* A lossy VI's packet that does not fit the message in progress: the
+ * first fragment of a later message abandons a message whose last
+ * fragments were lost (its receive descriptor serves the next one); any
+ * other packet is dropped and counted. true: the packet is to be taken. */
+static bool rx_lossy_fit(struct fw_vi *vi, const struct via_wire_hdr *h)
+{
+    if ((h->flags & VIA_PKT_FIRST) && vi->rx != FW_RX_IDLE &&
+        (int32_t)(h->msg_seq - vi->rx_seq) > 0 && h->type != VIA_PKT_RDMA_READ_RESP) {
+        vi->rx = FW_RX_IDLE;
+        fw_count(&vi->db->cnt.rx_dropped, 1);
+        return rx_header_ok(vi, h);
+    }
+    fw_count(&vi->db->cnt.rx_dropped, 1);
+    return false;
 }
 
 /* Paced profiles: claim the receiving LANai for this packet's stages (R3
@@ -436,9 +465,19 @@ static void rx_packets(struct fw_vi *vi)
         enum fw_link_peek_rc rc = l->ops->peek(l, &h, &payload);
         if (rc == FW_LINK_EMPTY)
             break;
-        if (rc == FW_LINK_BAD || !rx_ops[h.type].fn || !rx_header_ok(vi, &h)) {
+        if (rc == FW_LINK_BAD || !rx_ops[h.type].fn) {
             rx_transport_error(vi);
             break;
+        }
+        if (!rx_header_ok(vi, &h)) {
+            if (!rx_lossy(vi) || h.conn_id != vi->chan->conn_id || h.dst_vi != vi->vi_id) {
+                rx_transport_error(vi);
+                break;
+            }
+            if (!rx_lossy_fit(vi, &h)) {
+                l->ops->consume(l, &h);
+                continue;
+            }
         }
         if (rx_ops[h.type].message && vi->nic->paced && !rx_due(vi, &h, vi->rx_pkts + 1))
             break;
@@ -449,9 +488,7 @@ static void rx_packets(struct fw_vi *vi)
         vi->rx_pkts++;
         n++;
     }
-    struct via_chan_dir *in = l->rx;
-    if (n && atomic_load_explicit(&in->tx_waiting, memory_order_relaxed) &&
-        atomic_exchange(&in->tx_waiting, 0))
+    if (l->ops->drained(l, n))
         fw_notify_peer(vi);
 }
 
@@ -512,13 +549,28 @@ void fw_vi_init(struct fw_vi *vi, struct fw_nic *nic, uint32_t vi_id, struct via
     atomic_store(&db->rq.cons, atomic_load(&db->rq.prod));
 }
 
-void fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t peer_vi,
-                   struct via_event_page *peer_ev)
+bool fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t peer_vi,
+                   struct via_event_page *peer_ev, int sock)
 {
+    if (chan->link == VIA_LINK_UDP) {
+        if (!fw_link_udp_init(&vi->link, vi->nic, chan, side, sock))
+            return false;
+        peer_ev = NULL; /* the peer is another host's: nobody to wake here */
+    } else if (chan->link == VIA_LINK_OFI) {
+        char why[256];
+        if (!fw_link_ofi_init(&vi->link, vi->nic, chan, side, sock, why, sizeof why)) {
+            /* The VI goes to the error state; the program sees that, and
+             * the reason is said here, where it is known. */
+            fprintf(stderr, "vipl: VI %u cannot reach its peer: %s\n", chan->vi_id[side], why);
+            return false;
+        }
+        peer_ev = NULL;
+    } else {
+        fw_link_shm_init(&vi->link, chan, side);
+    }
     vi->chan = chan;
-    fw_link_shm_init(&vi->link, chan, side);
     atomic_store(&vi->poll_chan, chan);
-    atomic_store(&vi->poll_dir, vi->link.rx);
+    atomic_store(&vi->poll_dir, vi->link.rx); /* NULL for a network link: no lock-free quiet check */
     atomic_store(&vi->wake_dir, vi->link.ops == &fw_link_shm_ops ? vi->link.rx : NULL);
     fw_linked_mark(vi, true);
     atomic_store(&vi->quiet, false);
@@ -536,6 +588,20 @@ void fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t p
     vi->err_reported = vi->err_told = vi->in_error = false;
     atomic_store(&vi->err_pending, false);
     atomic_store(&vi->db->state, VIA_VI_CONNECTED);
+    return true;
+}
+
+void fw_link_failed(struct fw_vi *vi)
+{
+    if (vi->tx != FW_TX_IDLE) {
+        fw_updt(vi, &vi->txd, false, VIP_STATUS_TRANSPORT_ERROR, 0);
+        vi->sq.head++;
+        vi->tx = FW_TX_IDLE;
+    }
+    uint32_t open = VIA_CHAN_OPEN;
+    atomic_compare_exchange_strong(&vi->chan->state, &open, VIA_CHAN_BROKEN);
+    fw_vi_error(vi, VIP_ERROR_CONN_LOST, 0);
+    vi->err_told = true; /* the agent tells the peer's host, if it can still hear */
 }
 
 void fw_vi_disconnect(struct fw_vi *vi)
@@ -548,6 +614,8 @@ void fw_vi_disconnect(struct fw_vi *vi)
     fw_linked_mark(vi, false);
     atomic_store(&vi->poll_chan, NULL);
     vi->chan = NULL;
+    if (vi->link.ops && vi->link.ops->fini)
+        vi->link.ops->fini(&vi->link);
     vi->link = (struct fw_link){0};
     vi->peer_ev = NULL;
     vi->wake_peer = false;

@@ -31,6 +31,7 @@
 
 #include "fw.h"
 #include "fw_hal.h"
+#include "fw_net.h"
 
 #define FW_SPIN_NS 20000u     /* poll for work this long before sleeping */
 #define FW_DOZE_NS 500000u    /* look again this often while the host polls ... */
@@ -138,6 +139,7 @@ static enum fw_thread_state sleep_announced(struct fw_loop *lp, bool deep)
     uint32_t seq = atomic_load(&ev->seq);
     set_state(nic, deep ? FW_THREAD_DEEP : FW_THREAD_SLEEP);
     atomic_fetch_add(&ev->sleepers, 1); /* (a) */
+    fw_net_will_sleep(nic);
     atomic_thread_fence(memory_order_seq_cst);
     if (!atomic_load(&nic->stop) && !work_flagged(nic)) { /* (b) */
         uint64_t ns = UINT64_MAX, now = hal_now_ns();

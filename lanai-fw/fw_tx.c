@@ -159,7 +159,7 @@ static int tx_xdata(struct fw_vi *vi)
         if (!h) {
             /* Link full: ask the receiver to wake us when it drains. The
              * store, then the re-check, are ordered by fw_notify's fence. */
-            atomic_store(&l->tx->tx_waiting, 1);
+            l->ops->stall(l);
             fw_notify_peer(vi);
             if (!(h = l->ops->reserve(l, frag)))
                 return FW_TX_BLOCKED;

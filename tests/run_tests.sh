@@ -235,6 +235,14 @@ if [ "$matrix" != none ]; then
     TL_PROFILE=native VIP_EXT_MODE=standard TL_SCALE=$scale AM2_SHM=0
     export TL_PROFILE VIP_EXT_MODE TL_SCALE AM2_SHM
     run_suite " [AM2_SHM=0]" test_am2_vipl test_am2_spmd
+    # The tests across hosts again over the libfabric link (vipd --link ofi).
+    if [ -x "$B/tests/test_hosts" ]; then
+        echo "-- THOSTS_LINK=ofi"
+        THOSTS_LINK=ofi
+        export THOSTS_LINK
+        run_suite " [link ofi]" test_hosts
+        unset THOSTS_LINK
+    fi
 fi
 echo "(all runs: $(($(date +%s) - t0)) s)"
 

@@ -373,6 +373,16 @@ static enum fw_link_peek_rc scribble_peek(struct fw_link *l, struct via_wire_hdr
     return rc;
 }
 
+static void fwd_stall(struct fw_link *l)
+{
+    fw_link_shm_ops.stall(l);
+}
+
+static bool fwd_drained(struct fw_link *l, unsigned n)
+{
+    return fw_link_shm_ops.drained(l, n);
+}
+
 static const struct fw_link_ops scribble_ops = {
     .name = "scribble",
     .reserve = fwd_reserve,
@@ -380,6 +390,8 @@ static const struct fw_link_ops scribble_ops = {
     .peek = scribble_peek,
     .consume = fwd_consume,
     .pending = fwd_pending,
+    .stall = fwd_stall,
+    .drained = fwd_drained,
 };
 
 

@@ -255,6 +255,8 @@ struct fw_nic {
     /* Liveness of local peers (fw_live.c). */
     _Atomic uint32_t nlive;          /* VIs whose peer process is watched */
     _Atomic uint64_t live_next;      /* earliest time of the next look */
+
+    _Atomic(struct fw_waker *) waker; /* network links: watches them (fw_net.c) */
 };
 
 /* The VI of an id with a reference (NULL if none), and its release. */
@@ -272,8 +274,11 @@ void fw_live_unwatch(struct fw_vi *vi);
 
 /* ---- per-VI pipelines (called with vi->lock held) ------------------------- */
 void fw_vi_init(struct fw_vi *vi, struct fw_nic *nic, uint32_t vi_id, struct via_vi_page *db);
-void fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t peer_vi,
-                   struct via_event_page *peer_ev);
+bool fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t peer_vi,
+                   struct via_event_page *peer_ev, int sock);
+/* The link gave up on the peer (a network link's transport): the message
+ * in flight completes with the transport error, the VI goes to error. */
+void fw_link_failed(struct fw_vi *vi);
 /* Local disconnect or destroy: flush every queued descriptor, detach. */
 void fw_vi_disconnect(struct fw_vi *vi);
 

@@ -72,10 +72,14 @@ struct fw_vi *nic_vi_create(struct fw_nic *nic, struct via_vi_page *db,
 /* Waits until no progress is inside the VI, then frees it. */
 void nic_vi_destroy(struct fw_vi *vi);
 void nic_vi_set_params(struct fw_vi *vi, const struct nic_vi_params *p);
-/* peer_pidfd: a pidfd of the peer process (the NIC owns it), or -1 (a
- * remote peer, or none to be had): see nic_peers_check. */
-void nic_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t peer_vi,
-                    struct via_event_page *peer_ev, int peer_pidfd);
+/* peer_ev: the peer's event page (a shared-memory link), or NULL with
+ * sock the connected UDP socket of a channel to another host (VIA_LINK_UDP
+ * or VIA_LINK_OFI; the NIC owns it from here on). peer_pidfd: a pidfd of
+ * the peer process (the NIC owns it), or -1 (a remote peer, or none to be
+ * had): see nic_peers_check. false: the link could not be set up (VI in
+ * error). */
+bool nic_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t peer_vi,
+                    struct via_event_page *peer_ev, int sock, int peer_pidfd);
 /* Local disconnect or destroy: flush every queued descriptor, detach. */
 void nic_vi_disconnect(struct fw_vi *vi);
 bool nic_vi_take_error(struct fw_vi *vi, struct nic_error *e);
@@ -118,6 +122,11 @@ bool nic_peers_check(struct fw_nic *nic);
  * link (then the session's event page). The mapping is the host's: it
  * must outlive a sleeper that read it (vipl_vi_detach_channel). */
 struct via_chan_dir *nic_vi_wake_dir(struct fw_vi *vi);
+
+/* A host thread is about to sleep on the NIC's event page (it has
+ * announced itself): whatever must wake it when a frame arrives from
+ * another host is told (fw_net.c). */
+void nic_will_sleep(struct fw_nic *nic);
 
 /* TPT check of one host range against the VI's ptag: 0 or a VIP_STATUS_ error. */
 uint32_t nic_tpt_check(const struct fw_vi *vi, uint32_t handle, uint64_t va, uint64_t len);

@@ -320,8 +320,8 @@ static void begin(uint8_t config)
     F.b = nic_vi_create(F.nic, F.dbb, &pb, NULL, F.cq);
     if (!F.a || !F.b)
         abort();
-    nic_vi_connect(F.a, F.chan, 0, VI_B, F.ev, -1);
-    nic_vi_connect(F.b, F.chan, 1, VI_A, F.ev, -1);
+    nic_vi_connect(F.a, F.chan, 0, VI_B, F.ev, -1, -1);
+    nic_vi_connect(F.b, F.chan, 1, VI_A, F.ev, -1, -1);
     memset(may_write, 0, MEM_LEN);
     memset(rslot_busy, 0, sizeof rslot_busy);
     memset(sslot_busy, 0, sizeof sslot_busy);

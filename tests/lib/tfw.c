@@ -92,8 +92,8 @@ void setup_opts(const struct opts *o)
     F.chan->vi_id[0] = VI_A;
     F.chan->vi_id[1] = VI_B;
     if (o->connect) {
-        nic_vi_connect(F.a, F.chan, 0, VI_B, F.ev, -1);
-        nic_vi_connect(F.b, F.chan, 1, VI_A, F.ev, -1);
+        nic_vi_connect(F.a, F.chan, 0, VI_B, F.ev, -1, -1);
+        nic_vi_connect(F.b, F.chan, 1, VI_A, F.ev, -1, -1);
     }
 }
 

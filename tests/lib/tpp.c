@@ -208,7 +208,8 @@ int tpp_side(const struct tpp_cfg *c, int server, char *err, size_t cap)
         if (post_recv(&s, k))
             goto out;
     rc = server ? tl_accept(&s.t, s.vi, c->disc, c->timeout)
-                : tl_request(&s.t, s.vi, c->srv_dev, c->disc, c->timeout);
+                : tl_request(&s.t, s.vi, c->srv_host[0] ? c->srv_host : c->srv_dev, c->disc,
+                             c->timeout);
     if (rc != VIP_SUCCESS) {
         fail(&s, "%s: %s (%s)", server ? "accept" : "request", vip_strerror(rc),
              vip_last_error());

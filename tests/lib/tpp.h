@@ -23,6 +23,7 @@ struct tpp_cfg {
     VIP_RELIABILITY_LEVEL rel;
     char srv_dev[16]; /* NIC of the server, e.g. "via0" */
     char cli_dev[16];
+    char srv_host[32]; /* the name the client asks for (another host's); "" = srv_dev */
     char disc[17];    /* discriminator the server listens on */
     unsigned nmsgs;   /* round trips */
     enum tpp_kind kind;

@@ -121,14 +121,22 @@ void vipl_vi_attach_channel(struct vip_vi *vi, const struct via_ctl_conn_done_r 
                             int chan_fd, int peer_ev_fd, int peer_pidfd)
 {
     vi->chan = vipl_map_fd(chan_fd, sizeof *vi->chan, PROT_READ | PROT_WRITE);
-    vi->peer_ev = vipl_map_fd(peer_ev_fd, sizeof *vi->peer_ev, PROT_READ | PROT_WRITE);
-    if (vi->chan && vi->peer_ev && vi->chan->magic == VIA_CHAN_MAGIC) {
-        nic_vi_connect(vi->hw, vi->chan, (int)r->side, r->peer_vi, vi->peer_ev, peer_pidfd);
+    bool net = vi->chan && (vi->chan->link == VIA_LINK_UDP || vi->chan->link == VIA_LINK_OFI);
+    /* A channel to another host comes with the link's UDP socket in
+     * place of the peer's event page: the NIC takes it. */
+    vi->peer_ev = net ? NULL : vipl_map_fd(peer_ev_fd, sizeof *vi->peer_ev, PROT_READ | PROT_WRITE);
+    bool ok = vi->chan && (net || vi->peer_ev) && vi->chan->magic == VIA_CHAN_MAGIC;
+    if (ok) {
+        ok = nic_vi_connect(vi->hw, vi->chan, (int)r->side, r->peer_vi, vi->peer_ev,
+                            net ? peer_ev_fd : -1, peer_pidfd);
     } else {
+        if (net)
+            close(peer_ev_fd);
         if (peer_pidfd >= 0)
             close(peer_pidfd);
-        atomic_store(&vi->db->state, VIA_VI_ERROR);
     }
+    if (!ok)
+        atomic_store(&vi->db->state, VIA_VI_ERROR);
 }
 
 void vipl_vi_detach_channel(struct vip_vi *vi)

@@ -331,6 +331,7 @@ VIP_RETURN vipl_wait(struct vip_nic *n, struct vip_vi *vi, struct vip_cq *cq,
         /* Sleep: announce ourselves, re-check, then wait for a word to move. */
         struct sleep_set ss;
         sleep_set_build(&ss, n, vi, cq); /* (a) of fw_notify's protocol */
+        nic_will_sleep(n->hw); /* network links' waker watches again */
         atomic_thread_fence(memory_order_seq_cst);
         held = 0;
         if (ready(arg, &held)) { /* (b) */

@@ -1,0 +1,121 @@
+#!/bin/bash
+# run_hosts.sh - the UDP link between emulated hosts, against plain UDP
+# measured in the same run (make bench-hosts; a step of make bench).
+#
+# Two vipds on 127.0.0.1 (vipd --listen, one hosts file naming them host0
+# and host1); the VIPL benchmarks run their client on host0 and their
+# server on host1 (BU_PEER, BU_SERVER_VIPD_SOCKET), so every message
+# crosses the UDP link and its reliable transport. The reference is
+# bench/udp_pingpong: two processes, plain UDP, busy-polling.
+#
+#   4-byte one-way latency (median, RTT/2)    VIPL / UDP, target <= 3x
+#   1 MiB bandwidth                           VIPL / UDP, target >= 50%
+#   1 MiB goodput under 1% loss               lossy / lossless pair of vipds
+#
+# Each figure is the median of RUNS runs (3; --quick: 1). Prints one line
+# per figure with the ratio and its target.
+set -u
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/bench/bench_lib.sh"
+bench_find_build "$ROOT"
+BIN=$B/bin
+RUNS=3
+LAT_N=20000
+BW_N=300
+if [ "${1:-}" = "--quick" ]; then
+    RUNS=1
+    LAT_N=5000
+    BW_N=100
+fi
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/viphosts.XXXXXX")
+PIDS=
+cleanup() {
+    for p in $PIDS; do
+        kill "$p" 2>/dev/null
+    done
+    wait 2>/dev/null
+    rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+
+# start_pair NAME PORTBASE [vipd options]: vipds NAME-a (host0) and NAME-b
+# (host1) listening on PORTBASE and PORTBASE+1.
+start_pair() {
+    name=$1 base=$2
+    shift 2
+    printf 'host0 127.0.0.1:%s\nhost1 127.0.0.1:%s\n' "$base" $((base + 1)) >"$WORK/$name.hosts"
+    for side in a b; do
+        port=$base
+        [ $side = b ] && port=$((base + 1))
+        "$BIN/vipd" -f -q -n 1 -s "$WORK/$name-$side.sock" --listen "127.0.0.1:$port" \
+            --hosts "$WORK/$name.hosts" "$@" 2>"$WORK/$name-$side.log" &
+        PIDS="$PIDS $!"
+    done
+    i=0
+    while [ $i -lt 100 ]; do
+        if "$BIN/vipctl" -s "$WORK/$name-a.sock" ping >/dev/null 2>&1 &&
+            "$BIN/vipctl" -s "$WORK/$name-b.sock" ping >/dev/null 2>&1; then
+            return 0
+        fi
+        sleep 0.05
+        i=$((i + 1))
+    done
+    echo "run_hosts: the vipds of $name did not start; logs:" >&2
+    cat "$WORK/$name-a.log" "$WORK/$name-b.log" >&2
+    return 1
+}
+
+# across NAME PROG ARGS...: PROG's client on host0, its server on host1.
+across() {
+    name=$1
+    shift
+    VIPD_AUTOSTART=0 VIPD_SOCKET="$WORK/$name-a.sock" \
+        BU_SERVER_VIPD_SOCKET="$WORK/$name-b.sock" BU_PEER=host1 "$@"
+}
+
+median() {
+    sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "nan" }'
+}
+
+# The column COL of the row of size SIZE in a VIPL benchmark's table.
+col() {
+    awk -v s="$1" -v c="$2" '$1 == s { print $c }'
+}
+
+runs() {
+    i=0
+    while [ $i -lt $RUNS ]; do
+        "$@"
+        i=$((i + 1))
+    done
+}
+
+BASE=$((20000 + $$ % 20000))
+start_pair clean $BASE || exit 1
+start_pair lossy $((BASE + 2)) --faults drop=0.01 || exit 1
+
+vip_lat() { across clean "$BIN/vip_send_lat" -s 4 -n $LAT_N | col 4 4; }
+udp_lat() { "$BIN/udp_pingpong" lat 4 $LAT_N | awk '{ print $4 }'; }
+vip_bw() { across "$1" "$BIN/vip_send_bw" -s 1M -n $BW_N | col 1048576 4; }
+udp_bw() { "$BIN/udp_pingpong" bw 1048576 $BW_N | awk '{ print $4 }'; }
+
+lat_v=$(runs vip_lat | median)
+lat_u=$(runs udp_lat | median)
+bw_v=$(runs vip_bw clean | median)
+bw_u=$(runs udp_bw | median)
+bw_l=$(runs vip_bw lossy | median)
+
+echo
+echo "UDP link between two vipds on 127.0.0.1 (median of $RUNS runs; the reference: plain UDP, bench/udp_pingpong)"
+awk -v v="$lat_v" -v u="$lat_u" 'BEGIN {
+    r = v / u; printf "  4 B one-way latency  : VIPL %8.2f us   UDP %8.2f us   ratio %5.2fx  (target <= 3x)  %s\n", v, u, r, (r <= 3 ? "met" : "NOT met") }'
+awk -v v="$bw_v" -v u="$bw_u" 'BEGIN {
+    r = v / u; printf "  1 MiB bandwidth      : VIPL %8.1f MB/s UDP %8.1f MB/s ratio %5.0f%%  (target >= 50%%) %s\n", v, u, 100 * r, (r >= 0.5 ? "met" : "NOT met") }'
+awk -v l="$bw_l" -v v="$bw_v" 'BEGIN {
+    r = l / v; printf "  1 MiB goodput, 1%% loss: VIPL %8.1f MB/s, no loss %8.1f MB/s: %5.0f%% of it\n", l, v, 100 * r }'
+for side in a b; do
+    "$BIN/vipctl" -s "$WORK/lossy-$side.sock" net
+done | awk '/^(retransmits|nacks_got|fault_drop) / { n[$1] += $2 }
+    END { printf "  (lossy pair, both hosts: %d frames dropped by --faults, %d NACKs taken, %d retransmissions)\n", n["fault_drop"], n["nacks_got"], n["retransmits"] }'

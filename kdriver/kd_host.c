@@ -1,0 +1,490 @@
+/*
+ * kd_host.c - the other vipds: the hosts of the emulated fabric.
+ *
+ * With --listen ADDR:PORT a vipd is one host among several; the hosts
+ * file names the others (NAME ADDR:PORT). Between two vipds runs one TCP
+ * connection each way at most (whoever needs the other first connects;
+ * the first message says who it is), which carries the control path only:
+ * connection requests and their answers, disconnects, and a heartbeat.
+ * The data never passes here: each connection gets a UDP socket per side,
+ * which vipd hands to the process (kd_remote.c).
+ *
+ * A host is UP from its first message to its last; it goes DOWN when a
+ * connection to it ends (its vipd died: the kernel closes the socket) or
+ * when nothing came from it for the heartbeat timeout (VIPD_HOST_TIMEOUT_MS,
+ * default 3000; its vipd hangs, or the network between went away), and
+ * then every connection to it breaks (kd_remote_host_down).
+ */
+#include "kd.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+const char *const kd_host_state_name[KD_HOST_NSTATES] = {
+    [KD_HOST_DOWN] = "down",
+    [KD_HOST_UP] = "up",
+};
+
+static int listen_fd = -1;
+/* Accepted connections whose first message has not come yet. */
+#define KD_MAX_STRANGERS 16
+static struct kd_hostlink strangers[KD_MAX_STRANGERS];
+
+static uint64_t env_ms(const char *name, uint64_t dflt)
+{
+    const char *e = getenv(name);
+    char *end;
+    unsigned long long v = e && *e ? strtoull(e, &end, 10) : 0;
+    return e && *e && !*end && v ? v : dflt;
+}
+
+const char *kd_link_name(uint32_t link)
+{
+    static const char *const names[] = {[VIA_LINK_SHM] = "shared-memory",
+                                        [VIA_LINK_UDP] = "udp", [VIA_LINK_OFI] = "ofi"};
+    return link < sizeof names / sizeof names[0] ? names[link] : "unknown";
+}
+
+uint32_t kd_host_id_of(uint32_t ip, uint16_t port)
+{
+    uint8_t b[6];
+    memcpy(b, &ip, 4);
+    b[4] = (uint8_t)(port >> 8);
+    b[5] = (uint8_t)port;
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (int i = 0; i < 6; i++) {
+        h ^= b[i];
+        h *= 16777619u;
+    }
+    return h ? h : 1;
+}
+
+bool kd_host_parse_addr(const char *s, uint32_t *ip, uint16_t *port)
+{
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s || strlen(s) > 64)
+        return false;
+    char a[65];
+    snprintf(a, sizeof a, "%.*s", (int)(colon - s), s);
+    struct in_addr in;
+    if (inet_pton(AF_INET, a, &in) != 1)
+        return false;
+    char *end;
+    unsigned long p = strtoul(colon + 1, &end, 10);
+    if (!colon[1] || *end || p == 0 || p > 65535)
+        return false;
+    *ip = in.s_addr;
+    *port = (uint16_t)p;
+    return true;
+}
+
+struct kd_host *kd_host_add(const char *name, uint32_t ip, uint16_t port)
+{
+    uint32_t id = kd_host_id_of(ip, port);
+    for (unsigned i = 0; i < kd.nnethosts; i++)
+        if (kd.nethost[i].host_id == id)
+            return &kd.nethost[i];
+    if (kd.nnethosts == KD_MAX_HOSTS)
+        return NULL;
+    struct kd_host *h = &kd.nethost[kd.nnethosts++];
+    memset(h, 0, sizeof *h);
+    snprintf(h->name, sizeof h->name, "%s", name);
+    h->ip = ip;
+    h->port = port;
+    h->host_id = id;
+    h->link[0].fd = h->link[1].fd = -1;
+    return h;
+}
+
+struct kd_host *kd_host_by_id(uint32_t id)
+{
+    for (unsigned i = 0; i < kd.nnethosts; i++)
+        if (kd.nethost[i].host_id == id && id != kd.host_id)
+            return &kd.nethost[i];
+    return NULL;
+}
+
+bool kd_host_listen(void)
+{
+    if (!kd.listen_port)
+        return true;
+    listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (listen_fd < 0)
+        return false;
+    int one = 1;
+    setsockopt(listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(kd.listen_port),
+                             .sin_addr.s_addr = kd.listen_ip};
+    if (bind(listen_fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(listen_fd, 16) < 0) {
+        int e = errno;
+        close(listen_fd);
+        listen_fd = -1;
+        errno = e;
+        return false;
+    }
+    for (unsigned i = 0; i < KD_MAX_STRANGERS; i++)
+        strangers[i].fd = -1;
+    kd.hb_ns = env_ms("VIPD_HB_MS", 250) * 1000000ull;
+    kd.host_timeout_ns = env_ms("VIPD_HOST_TIMEOUT_MS", 3000) * 1000000ull;
+    return true;
+}
+
+/* ---- sending ------------------------------------------------------------------ */
+
+static void link_close(struct kd_hostlink *l)
+{
+    if (l->fd >= 0)
+        close(l->fd);
+    l->fd = -1;
+    l->in_len = 0;
+}
+
+static bool send_all(int fd, const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+    while (len) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false; /* a full queue to a host is a host that does not read */
+        p += n;
+        len -= (size_t)n;
+    }
+    return true;
+}
+
+static bool send_msg(int fd, uint16_t type, const void *body, uint32_t len)
+{
+    struct {
+        struct via_host_msg m;
+        uint8_t body[KD_HOST_MAX_BODY];
+    } b = {.m = {.magic = VIA_HOST_MAGIC, .version = VIA_NET_VERSION, .type = type, .len = len}};
+    if (len > KD_HOST_MAX_BODY)
+        return false;
+    if (len)
+        memcpy(b.body, body, len);
+    return send_all(fd, &b, sizeof b.m + len);
+}
+
+/* Our connection to h, made now if there is none (in[0] out, [1] in). */
+static int host_fd(struct kd_host *h)
+{
+    if (h->link[0].fd >= 0)
+        return h->link[0].fd;
+    if (h->link[1].fd >= 0)
+        return h->link[1].fd;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(h->port),
+                             .sin_addr.s_addr = h->ip};
+    int rc = connect(fd, (struct sockaddr *)&sa, sizeof sa);
+    if (rc < 0 && errno == EINPROGRESS) {
+        /* Bounded: a host that does not answer within a second is not there. */
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        int err = 0;
+        socklen_t el = sizeof err;
+        rc = poll(&p, 1, 1000) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 &&
+                     err == 0
+                 ? 0
+                 : -1;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct via_host_hello hello = {.host_id = kd.host_id, .link = kd.link};
+    if (rc < 0 || !send_msg(fd, VIA_HOST_HELLO, &hello, sizeof hello)) {
+        close(fd);
+        return -1;
+    }
+    h->link[0].fd = fd;
+    h->link[0].in_len = 0;
+    if (h->state != KD_HOST_UP) {
+        h->state = KD_HOST_UP;
+        h->last_heard = kd_now_ns();
+        kd_info("host %s (%08x) is up", h->name, h->host_id);
+    }
+    return fd;
+}
+
+bool kd_host_send(struct kd_host *h, uint16_t type, const void *body, uint32_t len)
+{
+    int fd = host_fd(h);
+    if (fd < 0)
+        return false;
+    if (!send_msg(fd, type, body, len)) {
+        kd_host_down(h, "cannot send to it");
+        return false;
+    }
+    h->last_sent = kd_now_ns();
+    return true;
+}
+
+void kd_host_down(struct kd_host *h, const char *why)
+{
+    link_close(&h->link[0]);
+    link_close(&h->link[1]);
+    if (h->state == KD_HOST_DOWN)
+        return;
+    h->state = KD_HOST_DOWN;
+    kd_warn("host %s (%08x) is down: %s", h->name, h->host_id, why);
+    kd_remote_host_down(h);
+}
+
+/* ---- receiving ------------------------------------------------------------------ */
+
+static void dispatch(struct kd_host *h, const struct via_host_msg *m, const void *body)
+{
+    h->last_heard = kd_now_ns();
+    switch (m->type) {
+    case VIA_HOST_PING:
+    case VIA_HOST_HELLO:
+        break;
+    case VIA_HOST_CONN_REQ:
+        if (m->len == sizeof(struct via_host_conn_req))
+            kd_remote_on_request(h, body);
+        break;
+    case VIA_HOST_CONN_ACC:
+        if (m->len == sizeof(struct via_host_conn_acc))
+            kd_remote_on_accept(h, body);
+        break;
+    case VIA_HOST_CONN_REJ:
+        if (m->len == sizeof(struct via_host_conn_rej))
+            kd_remote_on_reject(h, body);
+        break;
+    case VIA_HOST_CONN_END:
+        if (m->len == sizeof(struct via_host_conn_end))
+            kd_remote_on_end(h, body);
+        break;
+    default:
+        break; /* a later version's message: ignored */
+    }
+}
+
+/* Dispatch the whole messages of *lp's input. A stranger's first message
+ * must be HELLO: its link then becomes h's incoming one (*lp, *who are
+ * updated). false: the connection spoke nonsense. */
+static bool parse(struct kd_hostlink **lp, struct kd_host **who)
+{
+    for (;;) {
+        struct kd_hostlink *l = *lp;
+        struct via_host_msg m;
+        if (l->in_len < sizeof m)
+            return true;
+        memcpy(&m, l->in, sizeof m);
+        if (m.magic != VIA_HOST_MAGIC || m.version != VIA_NET_VERSION || m.len > KD_HOST_MAX_BODY)
+            return false;
+        if (l->in_len < sizeof m + m.len)
+            return true;
+        _Alignas(8) uint8_t body[KD_HOST_MAX_BODY];
+        memcpy(body, l->in + sizeof m, m.len);
+        l->in_len -= (uint32_t)(sizeof m + m.len);
+        memmove(l->in, l->in + sizeof m + m.len, l->in_len);
+        if (*who) {
+            dispatch(*who, &m, body);
+            if (l->fd < 0)
+                return true; /* the host went down meanwhile */
+            continue;
+        }
+        struct via_host_hello hello;
+        if (m.type != VIA_HOST_HELLO || m.len != sizeof hello)
+            return false;
+        memcpy(&hello, body, sizeof hello);
+        struct kd_host *h = kd_host_by_id(hello.host_id);
+        if (!h) {
+            kd_warn("a vipd (host %08x) not in the hosts file connected: refused",
+                    hello.host_id);
+            return false;
+        }
+        if (hello.link != kd.link) {
+            kd_warn("host %s uses the %s link, this vipd the %s link (--link): refused",
+                    h->name, kd_link_name(hello.link), kd_link_name(kd.link));
+            return false;
+        }
+        link_close(&h->link[1]);
+        h->link[1] = *l;
+        l->fd = -1;
+        l->in_len = 0;
+        if (h->state != KD_HOST_UP) {
+            h->state = KD_HOST_UP;
+            kd_info("host %s (%08x) is up", h->name, h->host_id);
+        }
+        h->last_heard = kd_now_ns();
+        *who = h;
+        *lp = &h->link[1];
+    }
+}
+
+/* Read what l has and dispatch it; false: the connection ended or spoke
+ * nonsense. */
+static bool link_read(struct kd_hostlink *l, struct kd_host **who)
+{
+    ssize_t n = recv(l->fd, l->in + l->in_len, sizeof l->in - l->in_len, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+        return false;
+    if (n > 0)
+        l->in_len += (uint32_t)n;
+    return parse(&l, who);
+}
+
+/* ---- the event loop's part --------------------------------------------------------- */
+
+size_t kd_host_pollfds(struct pollfd *p, size_t cap)
+{
+    size_t n = 0;
+    if (listen_fd < 0)
+        return 0;
+    if (n < cap)
+        p[n++] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
+    for (unsigned i = 0; i < KD_MAX_STRANGERS && n < cap; i++)
+        p[n++] = (struct pollfd){.fd = strangers[i].fd, .events = POLLIN};
+    for (unsigned i = 0; i < kd.nnethosts; i++)
+        for (int k = 0; k < 2 && n < cap; k++)
+            p[n++] = (struct pollfd){.fd = kd.nethost[i].link[k].fd, .events = POLLIN};
+    return n;
+}
+
+size_t kd_host_npollfds(void)
+{
+    return listen_fd < 0 ? 0 : 1 + KD_MAX_STRANGERS + 2 * (size_t)kd.nnethosts;
+}
+
+void kd_host_events(const struct pollfd *p, size_t n)
+{
+    if (listen_fd < 0 || n == 0)
+        return;
+    size_t i = 1;
+    for (unsigned s = 0; s < KD_MAX_STRANGERS && i < n; s++, i++) {
+        if (p[i].fd < 0 || p[i].fd != strangers[s].fd || !p[i].revents)
+            continue;
+        struct kd_host *who = NULL;
+        if (!link_read(&strangers[s], &who)) {
+            if (who)
+                kd_host_down(who, "it spoke nonsense");
+            link_close(&strangers[s]);
+        }
+    }
+    for (unsigned hi = 0; hi < kd.nnethosts; hi++) {
+        struct kd_host *h = &kd.nethost[hi];
+        for (int k = 0; k < 2 && i < n; k++, i++) {
+            if (p[i].fd < 0 || p[i].fd != h->link[k].fd || !p[i].revents)
+                continue;
+            struct kd_host *who = h;
+            if (!link_read(&h->link[k], &who))
+                kd_host_down(h, "its vipd closed the connection (exited or killed)");
+        }
+    }
+    if (p[0].revents & POLLIN) {
+        int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            return;
+        for (unsigned s = 0; s < KD_MAX_STRANGERS; s++)
+            if (strangers[s].fd < 0) {
+                strangers[s].fd = fd;
+                strangers[s].in_len = 0;
+                return;
+            }
+        close(fd); /* too many at once: it connects again */
+    }
+}
+
+/* Does vipd have business with h (connections, requests)? Only then is
+ * it watched: an idle host may come and go unnoticed. */
+uint64_t kd_host_next_deadline(void)
+{
+    uint64_t d = 0;
+    for (unsigned i = 0; i < kd.nnethosts; i++) {
+        struct kd_host *h = &kd.nethost[i];
+        if (h->state != KD_HOST_UP || !kd_remote_busy(h))
+            continue;
+        uint64_t t = h->last_sent + kd.hb_ns;
+        uint64_t dead = h->last_heard + kd.host_timeout_ns;
+        if (dead < t)
+            t = dead;
+        if (!d || t < d)
+            d = t;
+    }
+    return d;
+}
+
+void kd_host_tick(uint64_t now)
+{
+    for (unsigned i = 0; i < kd.nnethosts; i++) {
+        struct kd_host *h = &kd.nethost[i];
+        if (h->state != KD_HOST_UP || !kd_remote_busy(h))
+            continue;
+        if (now - h->last_heard >= kd.host_timeout_ns) {
+            kd_host_down(h, "no heartbeat");
+            continue;
+        }
+        if (now - h->last_sent >= kd.hb_ns)
+            kd_host_send(h, VIA_HOST_PING, NULL, 0);
+    }
+}
+
+void kd_host_fini(void)
+{
+    for (unsigned i = 0; i < kd.nnethosts; i++) {
+        link_close(&kd.nethost[i].link[0]);
+        link_close(&kd.nethost[i].link[1]);
+    }
+    for (unsigned s = 0; s < KD_MAX_STRANGERS; s++)
+        if (listen_fd >= 0)
+            link_close(&strangers[s]);
+    if (listen_fd >= 0)
+        close(listen_fd);
+    listen_fd = -1;
+}
+
+/* ---- vipctl net ------------------------------------------------------------------- */
+
+static uint64_t net_gone[VIA_NET_NCOUNTERS];
+
+static void net_add(uint64_t *sum, const struct via_net_counters *c)
+{
+    const _Atomic uint64_t *v = &c->tx_frames;
+    for (unsigned i = 0; i < VIA_NET_NCOUNTERS; i++)
+        sum[i] += atomic_load_explicit(&v[i], memory_order_relaxed);
+}
+
+void kd_host_net_keep(const struct kd_session *s)
+{
+    net_add(net_gone, &s->st->net);
+}
+
+void kd_op_net_stats(struct kd_client *c, uint64_t cookie, const void *body, struct kd_reply *r)
+{
+    (void)cookie;
+    (void)body;
+    struct via_ctl_net_stats_r *a =
+        kd_body(r, sizeof *a + kd.nnethosts * sizeof(struct via_net_host_info));
+    if (!a)
+        return;
+    memcpy(a->cnt, net_gone, sizeof a->cnt);
+    for (struct kd_session *s = kd.sessions; s; s = s->next)
+        if (kd_user_sees(c, s->uid))
+            net_add(a->cnt, &s->st->net);
+    a->faults = kd.faults;
+    a->host_id = kd.host_id;
+    a->nhosts = kd.nnethosts;
+    struct via_net_host_info *hi = (struct via_net_host_info *)(a + 1);
+    for (unsigned i = 0; i < kd.nnethosts; i++) {
+        const struct kd_host *h = &kd.nethost[i];
+        snprintf(hi[i].name, sizeof hi[i].name, "%s", h->name);
+        hi[i].host_id = h->host_id;
+        hi[i].ip = h->ip;
+        hi[i].port = h->port;
+        hi[i].up = h->host_id == kd.host_id ? 2 : h->state == KD_HOST_UP;
+        for (const struct kd_conn *cn = kd.conns; cn; cn = cn->next)
+            hi[i].conns += cn->host == h && cn->state == KD_CONN_ACCEPTED;
+    }
+}

@@ -1,0 +1,357 @@
+/*
+ * kd_remote.c - connections whose two VIs are on different hosts.
+ *
+ * The client-server exchange of kd_conn.c, stretched over two vipds
+ * (kd_host.c carries the messages):
+ *
+ *   requester's vipd A                      acceptor's vipd B
+ *   CONN_REQUEST for a NIC of B:
+ *     conn MATCHED, UDP socket uA    --CONN_REQ(uA)-->  a wait for it? offer
+ *                                    <--CONN_REJ-----   none (VIP_NO_MATCH)
+ *                                                       CONN_ACCEPT: channel,
+ *     channel, uA -> uB, reply       <--CONN_ACC(uB)--  socket uB -> uA, reply
+ *
+ * Each side's channel is its own (a shared-memory object of its vipd,
+ * link VIA_LINK_UDP) and holds the connection's state for its VI; the
+ * UDP socket goes to the process with it, and from then on the two NICs
+ * talk directly. A disconnect, a VI's error or death, is told to the
+ * other vipd (CONN_END), which breaks its side as kd_conn.c does for a
+ * peer on this host; a host that goes away breaks every connection to it.
+ * Both channels carry the requester vipd's conn id (wire_id).
+ */
+#include "kd.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "vipl.h"
+
+/* A UDP socket on the listen address, any port: its fd and *port. */
+static int udp_socket(uint16_t *port, struct kd_reply *r)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        kd_fail(r, VIP_ERROR_RESOURCE, "cannot make the link's UDP socket: %s", strerror(errno));
+        return -1;
+    }
+    /* Room for a window of full frames each way (fw_rtx.c). */
+    int sz = 4 << 20;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = kd.listen_ip};
+    socklen_t sl = sizeof sa;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &sl) < 0) {
+        kd_fail(r, VIP_ERROR_RESOURCE, "cannot bind the link's UDP socket: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    *port = ntohs(sa.sin_port);
+    return fd;
+}
+
+static bool udp_connect(int fd, uint32_t ip, uint16_t port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = ip};
+    return connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+}
+
+static struct kd_conn *conn_of(const struct kd_host *h, uint32_t wire_id, bool requester)
+{
+    for (struct kd_conn *cn = kd.conns; cn; cn = cn->next)
+        if (cn->host == h && cn->wire_id == wire_id && cn->remote_req != requester)
+            return cn;
+    return NULL;
+}
+
+/* ---- the requester's side ------------------------------------------------------------ */
+
+void kd_remote_request(struct kd_client *c, uint64_t cookie, struct kd_vi *vi,
+                       struct kd_host *h, const struct via_ctl_conn_request *q,
+                       struct kd_reply *r)
+{
+    struct kd_conn *cn = kd_conn_new(r);
+    if (!cn)
+        return;
+    uint16_t port;
+    cn->udp_fd = udp_socket(&port, r);
+    if (cn->udp_fd < 0) {
+        kd_conn_free(cn);
+        return;
+    }
+    cn->host = h;
+    cn->wire_id = cn->id;
+    cn->req_sess = c->sess;
+    cn->req_vi = vi;
+    cn->req_client = c;
+    cn->req_cookie = cookie;
+    cn->deadline_ns = q->timeout_ms == 0xFFFFFFFFu
+                          ? 0
+                          : kd_now_ns() + (uint64_t)q->timeout_ms * 1000000ull + 1;
+    cn->dst_nic = (unsigned)q->remote.host[4] << 8 | q->remote.host[5];
+    struct via_host_conn_req m = {
+        .req_id = cn->id, .req_vi = vi->id, .dst_nic = (uint16_t)cn->dst_nic,
+        .src_nic = (uint16_t)vi->nic->index, .udp_ip = kd.listen_ip, .udp_port = port,
+        .dlen = (uint8_t)q->remote.discrim_len, .req_dlen = (uint8_t)q->local.discrim_len,
+        .reliability = vi->attr.reliability, .max_transfer = vi->attr.max_transfer,
+        .rdma_write = vi->attr.rdma_write, .rdma_read = vi->attr.rdma_read};
+    memcpy(m.discrim, q->remote.discrim, q->remote.discrim_len);
+    memcpy(m.req_discrim, q->local.discrim, q->local.discrim_len);
+    if (!kd_host_send(h, VIA_HOST_CONN_REQ, &m, sizeof m)) {
+        cn->req_client = NULL;
+        kd_conn_free(cn);
+        kd_fail(r, VIP_NOT_REACHABLE, "host %s (%08x) does not answer: is its vipd running?",
+                h->name, h->host_id);
+        return;
+    }
+    kd_conn_set_state(cn, KD_CONN_MATCHED);
+    vi->conn = cn;
+    vi->side = 0;
+    kd_vi_set_state(vi, VIA_VI_PENDING);
+    r->deferred = true;
+    kd_debug("session %u: VI %u requests a connection to %s via%u (connection %u)",
+             c->sess->id, vi->id, h->name, cn->dst_nic, cn->id);
+}
+
+void kd_remote_on_accept(struct kd_host *h, const void *body)
+{
+    struct via_host_conn_acc m;
+    memcpy(&m, body, sizeof m);
+    struct kd_conn *cn = conn_of(h, m.req_id, true);
+    if (!cn || cn->state != KD_CONN_MATCHED || !cn->req_client) {
+        /* Timed out or withdrawn meanwhile: the acceptor's side breaks. */
+        struct via_host_conn_end e = {.conn_id = m.req_id, .broken = 1, .from_requester = 1};
+        kd_host_send(h, VIA_HOST_CONN_END, &e, sizeof e);
+        return;
+    }
+    struct kd_reply scratch = {0};
+    int chan_fd = -1;
+    struct via_chan *ch = NULL;
+    if (!udp_connect(cn->udp_fd, m.udp_ip, m.udp_port) ||
+        !(ch = kd_conn_chan_new(cn, &chan_fd, &scratch))) {
+        struct via_host_conn_end e = {.conn_id = m.req_id, .broken = 1, .from_requester = 1};
+        kd_host_send(h, VIA_HOST_CONN_END, &e, sizeof e);
+        kd_conn_request_end(cn, KD_CONN_REJECTED, VIP_ERROR_RESOURCE,
+                            "cannot set up the link to the other host");
+        return;
+    }
+    struct kd_vi *vi = cn->req_vi;
+    ch->reliability = vi->attr.reliability;
+    ch->vi_id[0] = vi->id;
+    ch->vi_id[1] = m.acc_vi;
+    ch->nic[0] = (uint16_t)vi->nic->index;
+    ch->nic[1] = m.acc_nic;
+    atomic_store_explicit(&ch->state, VIA_CHAN_OPEN, memory_order_release);
+    cn->chan = ch;
+    cn->vi[0] = vi;
+    kd_vi_set_state(vi, VIA_VI_CONNECTED);
+    kd_conn_set_state(cn, KD_CONN_ACCEPTED);
+    struct via_ctl_conn_done_r d = {
+        .conn_id = cn->id, .side = 0, .peer_vi = m.acc_vi,
+        .remote_attr = {.reliability = m.reliability, .max_transfer = m.max_transfer,
+                        .rdma_write = m.rdma_write, .rdma_read = m.rdma_read}};
+    int fds[2] = {chan_fd, cn->udp_fd};
+    kd_send_reply(cn->req_client, cn->req_cookie, VIP_SUCCESS, NULL, &d, sizeof d, fds, 2);
+    cn->req_client = NULL;
+    close(chan_fd);
+    close(cn->udp_fd); /* the process has it now */
+    cn->udp_fd = -1;
+    kd_info("connection %u: via%u VI %u (pid %d) <-> %s via%u VI %u", cn->id, vi->nic->index,
+            vi->id, (int)vi->sess->pid, h->name, m.acc_nic, m.acc_vi);
+}
+
+void kd_remote_on_reject(struct kd_host *h, const void *body)
+{
+    struct via_host_conn_rej m;
+    memcpy(&m, body, sizeof m);
+    struct kd_conn *cn = conn_of(h, m.req_id, true);
+    if (!cn || cn->state != KD_CONN_MATCHED)
+        return;
+    char msg[112];
+    if (m.status == VIP_NO_MATCH)
+        snprintf(msg, sizeof msg, "nobody on %.24s waits (VipConnectWait) for this "
+                                  "discriminator; try again", h->name);
+    else
+        snprintf(msg, sizeof msg, "%.40s refused the connection (status %d)", h->name,
+                 (int)m.status);
+    int32_t st = m.status;
+    if (st != VIP_NO_MATCH && st != VIP_REJECT && st != VIP_INVALID_RELIABILITY_LEVEL &&
+        st != VIP_INVALID_PARAMETER)
+        st = VIP_REJECT; /* another vipd's word, not trusted further */
+    kd_conn_request_end(cn, KD_CONN_REJECTED, st, msg);
+}
+
+/* ---- the acceptor's side ---------------------------------------------------------------- */
+
+static void refuse(struct kd_host *h, uint32_t req_id, int32_t status)
+{
+    struct via_host_conn_rej m = {.req_id = req_id, .status = status};
+    kd_host_send(h, VIA_HOST_CONN_REJ, &m, sizeof m);
+}
+
+void kd_remote_on_request(struct kd_host *h, const void *body)
+{
+    struct via_host_conn_req q;
+    memcpy(&q, body, sizeof q);
+    if (q.dst_nic >= kd.nnics || q.dlen > VIA_MAX_DISCRIM || q.req_dlen > VIA_MAX_DISCRIM) {
+        refuse(h, q.req_id, VIP_INVALID_PARAMETER);
+        return;
+    }
+    if (conn_of(h, q.req_id, false))
+        return; /* a request seen before */
+    struct kd_reply scratch = {0};
+    struct kd_conn *cn = kd_conn_new(&scratch);
+    if (!cn) {
+        refuse(h, q.req_id, VIP_REJECT);
+        return;
+    }
+    cn->host = h;
+    cn->wire_id = q.req_id;
+    cn->remote_req = true;
+    cn->rreq = q;
+    cn->dst_nic = q.dst_nic;
+    if (!kd_conn_offer(cn, q.dst_nic, q.discrim, q.dlen)) {
+        kd_conn_free(cn);
+        refuse(h, q.req_id, VIP_NO_MATCH);
+        return;
+    }
+    kd_debug("connection request %u from %s offered on via%u (connection %u)", q.req_id,
+             h->name, q.dst_nic, cn->id);
+}
+
+void kd_remote_accept(struct kd_conn *cn, struct kd_vi *vi, struct kd_reply *r)
+{
+    const struct via_host_conn_req *q = &cn->rreq;
+    if (vi->attr.reliability != q->reliability) {
+        kd_fail(r, VIP_INVALID_RELIABILITY_LEVEL,
+                "reliability levels differ: this VI %u, the requester's %u", vi->attr.reliability,
+                q->reliability);
+        return;
+    }
+    uint16_t port;
+    int ufd = udp_socket(&port, r);
+    if (ufd < 0)
+        return;
+    if (!udp_connect(ufd, q->udp_ip, q->udp_port)) {
+        close(ufd);
+        kd_fail(r, VIP_ERROR_RESOURCE, "cannot reach the requester's UDP port");
+        return;
+    }
+    int chan_fd;
+    struct via_chan *ch = kd_conn_chan_new(cn, &chan_fd, r);
+    if (!ch) {
+        close(ufd);
+        return;
+    }
+    ch->reliability = vi->attr.reliability;
+    ch->vi_id[0] = q->req_vi;
+    ch->vi_id[1] = vi->id;
+    ch->nic[0] = q->src_nic;
+    ch->nic[1] = (uint16_t)vi->nic->index;
+    atomic_store_explicit(&ch->state, VIA_CHAN_OPEN, memory_order_release);
+    struct via_host_conn_acc m = {
+        .req_id = q->req_id, .acc_vi = vi->id, .acc_nic = (uint16_t)vi->nic->index,
+        .udp_port = port, .udp_ip = kd.listen_ip, .reliability = vi->attr.reliability,
+        .max_transfer = vi->attr.max_transfer, .rdma_write = vi->attr.rdma_write,
+        .rdma_read = vi->attr.rdma_read};
+    if (!kd_host_send(cn->host, VIA_HOST_CONN_ACC, &m, sizeof m)) {
+        close(ufd);
+        close(chan_fd);
+        kd_shm_unmap(ch, sizeof *ch);
+        kd_fail(r, VIP_NOT_REACHABLE, "the requester's host %s went away", cn->host->name);
+        return;
+    }
+    cn->chan = ch;
+    cn->vi[1] = vi;
+    vi->conn = cn;
+    vi->side = 1;
+    kd_vi_set_state(vi, VIA_VI_CONNECTED);
+    kd_conn_set_state(cn, KD_CONN_ACCEPTED);
+    struct via_ctl_conn_done_r *a = kd_body(r, sizeof *a);
+    if (a) {
+        a->conn_id = cn->id;
+        a->side = 1;
+        a->peer_vi = q->req_vi;
+        a->remote_attr = (struct via_vi_attr){.reliability = q->reliability,
+                                              .max_transfer = q->max_transfer,
+                                              .rdma_write = q->rdma_write,
+                                              .rdma_read = q->rdma_read};
+    }
+    kd_add_fd(r, chan_fd, true);
+    kd_add_fd(r, ufd, true);
+    kd_info("connection %u: %s via%u VI %u <-> via%u VI %u (pid %d)", cn->id, cn->host->name,
+            q->src_nic, q->req_vi, vi->nic->index, vi->id, (int)vi->sess->pid);
+}
+
+void kd_remote_refuse(struct kd_conn *cn, int32_t status)
+{
+    refuse(cn->host, cn->wire_id, status);
+}
+
+/* ---- the end of a connection ------------------------------------------------------------ */
+
+void kd_remote_end(struct kd_conn *cn, int side, bool broken)
+{
+    if (cn->host->state != KD_HOST_UP)
+        return;
+    struct via_host_conn_end e = {.conn_id = cn->wire_id, .broken = broken,
+                                  .from_requester = side == 0};
+    kd_host_send(cn->host, VIA_HOST_CONN_END, &e, sizeof e);
+}
+
+/* Our VI of cn breaks (or closes) because the other side's did. */
+static void end_local(struct kd_conn *cn, bool broken)
+{
+    if (cn->state != KD_CONN_ACCEPTED) {
+        if (cn->remote_req)
+            kd_conn_request_end(cn, KD_CONN_REJECTED, -1, NULL);
+        else
+            kd_conn_request_end(cn, KD_CONN_REJECTED, VIP_NOT_REACHABLE,
+                                "the other host went away before answering");
+        return;
+    }
+    uint32_t st = broken ? VIA_CHAN_BROKEN : VIA_CHAN_CLOSED;
+    if (st == VIA_CHAN_BROKEN) {
+        atomic_store_explicit(&cn->chan->state, VIA_CHAN_BROKEN, memory_order_release);
+    } else {
+        uint32_t open = VIA_CHAN_OPEN;
+        atomic_compare_exchange_strong(&cn->chan->state, &open, st);
+    }
+    struct kd_vi *vi = cn->vi[cn->remote_req ? 1 : 0];
+    if (vi && vi->state != VIA_VI_ERROR) {
+        kd_vi_set_state(vi, VIA_VI_ERROR);
+        kd_notify(vi->sess, vi->id);
+    }
+}
+
+void kd_remote_on_end(struct kd_host *h, const void *body)
+{
+    struct via_host_conn_end m;
+    memcpy(&m, body, sizeof m);
+    /* from the requester: ours is the acceptor's side, and the other way round */
+    struct kd_conn *cn = conn_of(h, m.conn_id, !m.from_requester);
+    if (cn)
+        end_local(cn, m.broken != 0);
+}
+
+void kd_remote_host_down(struct kd_host *h)
+{
+    for (struct kd_conn *cn = kd.conns, *n; cn; cn = n) {
+        n = cn->next;
+        if (cn->host == h)
+            end_local(cn, true);
+    }
+}
+
+bool kd_remote_busy(const struct kd_host *h)
+{
+    for (const struct kd_conn *cn = kd.conns; cn; cn = cn->next)
+        if (cn->host == h && (cn->state == KD_CONN_MATCHED || cn->state == KD_CONN_ACCEPTED))
+            return true;
+    return false;
+}

@@ -1,0 +1,479 @@
+/*
+ * fw_link_ofi.c - the libfabric link: the link operations (fw_link.h) over
+ * a libfabric reliable-datagram endpoint of the VI's own (fw_ofi.c).
+ *
+ * A vipd started with `--link ofi` makes its connections to other hosts
+ * VIA_LINK_OFI: the channel comes with the connected UDP socket vipd made
+ * for it, as on the UDP link, but here the socket only carries the meeting
+ * (each NIC's endpoint name, which exists only once the process opened its
+ * endpoint). After that every packet is one fabric message: the wire header
+ * and its payload, written by the pipelines straight into a registered send
+ * slot. The fabric keeps messages whole, in order and delivered once, so
+ * the NIC-to-NIC transport of the UDP link (fw_rtx.c) has nothing to do
+ * here: reliability is the fabric's, and a fabric error breaks the link.
+ *
+ * States (one helper each, ofi_state_name for traces):
+ *   MEET  the names cross on the UDP socket: a hello every OFI_HELLO_NS
+ *         saying whether we have the peer's name, answered at once; the
+ *         peer's name in our address vector ends it (the peer learns we
+ *         have its name from our hellos, or from our first fabric message).
+ *         Not met within VIP_NET_TIMEOUT_MS: FAILED.
+ *   UP    packets flow; hellos go on until the peer shows it has our name.
+ *   FAILED the link is broken: the turn says so once (UINT64_MAX). A
+ *         fabric error does it, and on a reliable VI so does a peer NIC
+ *         silent for VIP_NET_TIMEOUT_MS while a packet of ours waits for
+ *         its answer (a stopped peer process: the fabric cannot tell).
+ * A sleeping host is woken by the NIC's waker (fw_net.c): on the UDP
+ * socket and the hello times while meeting, on the endpoint's completion
+ * wait descriptor once up.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "fw.h"
+#include "fw_hal.h"
+#include "fw_net.h"
+#include "fw_ofi.h"
+#include "vipl.h"
+
+#define OFI_HELLO_MAGIC 0x464f4956u /* "VIOF" */
+#define OFI_HELLO_NS 5000000ull     /* a hello every 5 ms until answered */
+#define OFI_DRIVE_NS 1000000ull        /* progress while ours may be on its way: 1 ms */
+#define OFI_DRIVE_AFTER_NS 20000000ull /* ... for 20 ms after a publish */
+#define OFI_FRAME_MAX ((uint32_t)(sizeof(struct via_wire_hdr) + VIA_MTU))
+
+/* The meeting message on the UDP socket. */
+struct ofi_hello {
+    uint32_t magic;
+    uint32_t conn_id;    /* the channel's: a stray hello of another connection is ignored */
+    uint16_t name_len;
+    uint8_t have_yours;  /* the sender has our name in its address vector */
+    uint8_t pad;
+    uint8_t name[FW_OFI_NAME_MAX];
+};
+
+/* The fabric message that only says "I have your name" (shorter than any
+ * packet, which is at least a wire header). */
+struct ofi_up {
+    uint32_t magic;
+    uint32_t conn_id;
+};
+
+enum ofi_link_state { OFI_MEET, OFI_UP, OFI_FAILED, OFI_NSTATES };
+static const char *const ofi_state_name[OFI_NSTATES] = {"meet", "up", "failed"};
+
+struct fw_ofil {
+    struct fw_ofi *ofi;
+    struct fw_nic *nic;
+    struct via_chan *chan;
+    struct fw_watch watch;
+    int sock;            /* vipd's UDP socket: the meeting only */
+    uint32_t conn_id;
+    enum ofi_link_state state;
+    bool have_theirs, they_have_ours, met, failure_told;
+    uint64_t peer;       /* the peer's address vector entry */
+    uint64_t start_ns, next_hello_ns, timeout_ns;
+    /* Reliable VIs: the first packet sent since the peer was last heard
+     * from (0: none). The fabric cannot tell a peer process that stopped;
+     * the NIC-level answers can: none for timeout_ns breaks the link. */
+    bool reliable;
+    uint64_t unanswered_ns;
+    uint64_t drive_until; /* visit the VI every OFI_DRIVE_NS until then */
+    uint8_t name[FW_OFI_NAME_MAX];
+    size_t name_len;
+    /* send side: the slot reserve handed out; published slots the provider
+     * has not taken yet, in order (FIFO of nunsent from unsent_head) */
+    int res_slot;
+    int unsent[FW_OFI_NSEND];
+    uint32_t unsent_len[FW_OFI_NSEND];
+    unsigned unsent_head, nunsent;
+    /* receive side: the frame peek returned, until consume */
+    struct fw_ofi_rx cur;
+    bool have_cur;
+};
+
+static void ofi_set_state(struct fw_ofil *o, enum ofi_link_state s)
+{
+    if (o->state == s)
+        return;
+    if (getenv("VIP_NET_DEBUG"))
+        fprintf(stderr, "vipl: libfabric link of connection %u: %s -> %s\n", o->conn_id,
+                ofi_state_name[o->state], ofi_state_name[s]);
+    o->state = s;
+}
+
+/* ---- MEET -------------------------------------------------------------------------- */
+
+static void hello_send(struct fw_ofil *o)
+{
+    struct ofi_hello m = {.magic = OFI_HELLO_MAGIC, .conn_id = o->conn_id,
+                          .name_len = (uint16_t)o->name_len, .have_yours = o->have_theirs};
+    memcpy(m.name, o->name, o->name_len);
+    /* a lost hello is sent again at the next hello time */
+    if (send(o->sock, &m, sizeof m, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+    }
+}
+
+/* We have the peer's name: say so over the fabric too (the hello may be lost). */
+static void up_send(struct fw_ofil *o)
+{
+    struct ofi_up m = {.magic = OFI_HELLO_MAGIC, .conn_id = o->conn_id};
+    if (fw_ofi_send(o->ofi, o->peer, &m, sizeof m, NULL, 0) && !o->they_have_ours)
+        o->next_hello_ns = 0; /* no room now: the hellos say it */
+}
+
+static void meet_turn(struct fw_ofil *o, uint64_t now)
+{
+    struct ofi_hello m;
+    bool answer = false;
+    ssize_t n;
+    while ((n = recv(o->sock, &m, sizeof m, MSG_DONTWAIT)) > 0) {
+        if ((size_t)n != sizeof m || m.magic != OFI_HELLO_MAGIC || m.conn_id != o->conn_id ||
+            m.name_len == 0 || m.name_len > FW_OFI_NAME_MAX)
+            continue; /* not ours: dropped */
+        if (!o->have_theirs) {
+            if (fw_ofi_peer(o->ofi, m.name, m.name_len, &o->peer) == 0) {
+                o->have_theirs = true;
+                up_send(o);
+            }
+        }
+        if (m.have_yours)
+            o->they_have_ours = true;
+        else
+            answer = true;
+    }
+    if (answer || (!o->they_have_ours && now >= o->next_hello_ns)) {
+        hello_send(o);
+        o->next_hello_ns = now + OFI_HELLO_NS;
+    }
+    if (o->have_theirs && o->state == OFI_MEET)
+        ofi_set_state(o, OFI_UP);
+    if (o->state == OFI_MEET && now - o->start_ns > o->timeout_ns)
+        ofi_set_state(o, OFI_FAILED);
+}
+
+/* Met both ways: from now on only the fabric's completions wake a sleeper. */
+static void meet_done(struct fw_ofil *o)
+{
+    fw_net_unwatch(o->nic, &o->watch);
+    o->watch.fd = fw_ofi_wait_fd(o->ofi);
+    atomic_store_explicit(&o->watch.due_ns, 0, memory_order_relaxed);
+    fw_net_watch(o->nic, &o->watch);
+}
+
+/* ---- UP: the link operations ----------------------------------------------------------- */
+
+static void flush_unsent(struct fw_ofil *o)
+{
+    while (o->nunsent) {
+        unsigned i = o->unsent_head;
+        int rc = fw_ofi_slot_send(o->ofi, o->peer, o->unsent[i], o->unsent_len[i]);
+        if (rc == -EAGAIN)
+            return;
+        if (rc) {
+            ofi_set_state(o, OFI_FAILED);
+            return;
+        }
+        o->unsent_head = (i + 1) % FW_OFI_NSEND;
+        o->nunsent--;
+    }
+}
+
+static struct via_wire_hdr *ofi_reserve(struct fw_link *l, uint32_t payload)
+{
+    struct fw_ofil *o = l->ofi;
+    if (o->state != OFI_UP || payload > VIA_MTU)
+        return NULL;
+    uint8_t *buf;
+    int slot = fw_ofi_slot_take(o->ofi, &buf);
+    if (slot == -EAGAIN) {
+        /* every slot in flight: completions may be waiting */
+        struct fw_ofi_rx none[1];
+        if (fw_ofi_recv(o->ofi, none, 0) < 0) {
+            ofi_set_state(o, OFI_FAILED);
+            return NULL;
+        }
+        slot = fw_ofi_slot_take(o->ofi, &buf);
+    }
+    if (slot < 0)
+        return NULL;
+    o->res_slot = slot;
+    return (struct via_wire_hdr *)buf;
+}
+
+static void ofi_publish(struct fw_link *l, struct via_wire_hdr *h)
+{
+    struct fw_ofil *o = l->ofi;
+    h->crc = via_wire_check(h); /* publication seals the header, as on every link */
+    uint64_t now = hal_now_ns();
+    if (o->reliable && !o->unanswered_ns)
+        o->unanswered_ns = now;
+    o->drive_until = now + OFI_DRIVE_AFTER_NS;
+    uint32_t len = (uint32_t)sizeof *h + h->frag_len;
+    int slot = o->res_slot;
+    o->res_slot = -1;
+    if (!o->nunsent) {
+        int rc = fw_ofi_slot_send(o->ofi, o->peer, slot, len);
+        if (rc == 0)
+            return;
+        if (rc != -EAGAIN) {
+            fw_ofi_slot_drop(o->ofi, slot);
+            ofi_set_state(o, OFI_FAILED);
+            return;
+        }
+    }
+    /* the provider is busy: in order after what waits already */
+    unsigned t = (o->unsent_head + o->nunsent++) % FW_OFI_NSEND;
+    o->unsent[t] = slot;
+    o->unsent_len[t] = len;
+}
+
+/* The header copy's checks, as the ring's (fw_link.c): version, check
+ * word, type, and a length that is the message's. */
+static enum fw_link_peek_rc ofi_peek(struct fw_link *l, struct via_wire_hdr *h,
+                                     const uint8_t **payload)
+{
+    struct fw_ofil *o = l->ofi;
+    /* A fabric that failed is a lost connection, not a malformed packet:
+     * nothing more arrives, and the turn reports it (fw_link_failed). */
+    if (o->state == OFI_FAILED)
+        return FW_LINK_EMPTY;
+    while (!o->have_cur) {
+        int n = fw_ofi_recv(o->ofi, &o->cur, 1);
+        if (n < 0) {
+            ofi_set_state(o, OFI_FAILED);
+            return FW_LINK_EMPTY;
+        }
+        if (n == 0)
+            return FW_LINK_EMPTY;
+        o->unanswered_ns = 0; /* the peer's NIC runs */
+        struct ofi_up up;
+        if (o->cur.len == sizeof up) {
+            memcpy(&up, o->cur.data, sizeof up);
+            fw_ofi_repost(o->ofi, &o->cur);
+            if (up.magic == OFI_HELLO_MAGIC && up.conn_id == o->conn_id)
+                o->they_have_ours = true;
+            continue;
+        }
+        o->have_cur = true;
+    }
+    if (o->cur.len < sizeof *h)
+        return FW_LINK_BAD;
+    memcpy(h, o->cur.data, sizeof *h);
+    if (h->version != VIA_WIRE_VERSION || h->crc != via_wire_check(h) ||
+        h->type < VIA_PKT_SEND || h->type >= VIA_PKT_NTYPES || h->type == VIA_PKT_PAD ||
+        h->frag_len != o->cur.len - sizeof *h) {
+        if (getenv("VIP_NET_DEBUG"))
+            fprintf(stderr, "vipl: libfabric link: bad packet: v%u crc %x/%x type %u len %u/%u\n",
+                    h->version, h->crc, via_wire_check(h), h->type, h->frag_len, o->cur.len);
+        return FW_LINK_BAD;
+    }
+    *payload = o->cur.data + sizeof *h;
+    return FW_LINK_PACKET;
+}
+
+static void ofi_consume(struct fw_link *l, const struct via_wire_hdr *h)
+{
+    (void)h;
+    struct fw_ofil *o = l->ofi;
+    if (!o->have_cur)
+        return;
+    o->have_cur = false;
+    if (fw_ofi_repost(o->ofi, &o->cur))
+        ofi_set_state(o, OFI_FAILED);
+}
+
+static bool ofi_pending(const struct fw_link *l)
+{
+    struct fw_ofil *o = l->ofi;
+    /* While the connection is open, whether the fabric holds something
+     * costs a progress call: say yes, the caller's peek finds out. Once
+     * vipd closed or broke it, the answer must be true only while packets
+     * are really left (they are drained before the VI's error). */
+    if (atomic_load_explicit(&o->chan->state, memory_order_acquire) == VIA_CHAN_OPEN)
+        return true;
+    if (o->have_cur)
+        return true;
+    if (o->state != OFI_UP)
+        return false;
+    struct fw_ofi_rx none[1];
+    if (fw_ofi_recv(o->ofi, none, 0) < 0)
+        return false;
+    return fw_ofi_frames_held(o->ofi) > 0;
+}
+
+static void ofi_stall(struct fw_link *l)
+{
+    (void)l; /* send slots come back with completions, reaped every turn */
+}
+
+static bool ofi_drained(struct fw_link *l, unsigned n)
+{
+    (void)l;
+    (void)n;
+    return false;
+}
+
+/* Progress, and when the waker must visit the VI next. libfabric's rxm
+ * over tcp moves data only inside a progress call (manual progress): a
+ * message handed over may still wait in the provider for the connection
+ * or the socket, and only this VI's turns push it. So while something of
+ * ours may be on its way (unsent, sends not completed, a recent publish)
+ * or waits for its answer, the VI is visited every OFI_DRIVE_NS even if
+ * its host sleeps; otherwise only the wait descriptor wakes it. */
+static void up_turn(struct fw_ofil *o, uint64_t now)
+{
+    flush_unsent(o);
+    struct fw_ofi_rx none[1];
+    if (fw_ofi_recv(o->ofi, none, 0) < 0) {
+        ofi_set_state(o, OFI_FAILED);
+        return;
+    }
+    if (o->unanswered_ns && now > o->unanswered_ns && now - o->unanswered_ns > o->timeout_ns) {
+        if (getenv("VIP_NET_DEBUG"))
+            fprintf(stderr, "vipl: libfabric link of connection %u: no answer for %llu ms\n",
+                    o->conn_id, (unsigned long long)((now - o->unanswered_ns) / 1000000));
+        ofi_set_state(o, OFI_FAILED); /* the peer's NIC stopped answering */
+        return;
+    }
+    if (!o->met)
+        return; /* the hello times drive it */
+    uint64_t due = 0;
+    if (o->unanswered_ns || o->nunsent || fw_ofi_sends_pending(o->ofi) || now < o->drive_until)
+        due = now + OFI_DRIVE_NS;
+    /* libfabric's rule for sleeping on its wait descriptor: trywait after
+     * progress (it re-arms the descriptor). Work still there: at once. */
+    if (!o->have_cur && !fw_ofi_trywait(o->ofi))
+        due = now;
+    atomic_store_explicit(&o->watch.due_ns, due, memory_order_relaxed);
+}
+
+static uint64_t ofi_turn(struct fw_link *l)
+{
+    struct fw_ofil *o = l->ofi;
+    uint64_t now = hal_now_ns();
+    bool meeting = !o->met;
+    if (meeting && o->state != OFI_FAILED) {
+        /* they_have_ours may have come as a fabric message (ofi_peek) */
+        if (!o->have_theirs || !o->they_have_ours)
+            meet_turn(o, now);
+        if (o->have_theirs && o->they_have_ours) {
+            o->met = true;
+            meet_done(o);
+        } else {
+            atomic_store_explicit(&o->watch.due_ns, o->next_hello_ns, memory_order_relaxed);
+        }
+    }
+    if (o->state == OFI_UP)
+        up_turn(o, now);
+    if (o->state == OFI_FAILED) {
+        if (o->failure_told)
+            return 0;
+        o->failure_told = true;
+        return UINT64_MAX;
+    }
+    return meeting ? o->next_hello_ns : 0;
+}
+
+static void ofi_fini(struct fw_link *l)
+{
+    struct fw_ofil *o = l->ofi;
+    if (!o)
+        return;
+    /* Let the last packets (an ack, a completion's answer) leave: bounded. */
+    uint64_t until = hal_now_ns() + 200000000ull;
+    while (o->state == OFI_UP && (o->nunsent || fw_ofi_sends_pending(o->ofi)) &&
+           hal_now_ns() < until) {
+        flush_unsent(o);
+        struct fw_ofi_rx none[1];
+        if (fw_ofi_recv(o->ofi, none, 0) < 0)
+            break;
+    }
+    fw_net_unwatch(o->nic, &o->watch);
+    fw_ofi_close(o->ofi);
+    close(o->sock);
+    free(o);
+    l->ofi = NULL;
+}
+
+const struct fw_link_ops fw_link_ofi_ops = {
+    .name = "ofi",
+    .reserve = ofi_reserve,
+    .publish = ofi_publish,
+    .peek = ofi_peek,
+    .consume = ofi_consume,
+    .pending = ofi_pending,
+    .stall = ofi_stall,
+    .drained = ofi_drained,
+    .turn = ofi_turn,
+    .fini = ofi_fini,
+};
+
+/* The address to bind the endpoint to: the one vipd bound the link's UDP
+ * socket to (its --listen address), so the fabric runs where the vipds
+ * meet. */
+static bool sock_addr(int sock, char *buf, size_t len)
+{
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    if (getsockname(sock, (struct sockaddr *)&sa, &sl) < 0 || sa.sin_family != AF_INET)
+        return false;
+    const uint8_t *b = (const uint8_t *)&sa.sin_addr.s_addr;
+    snprintf(buf, len, "%u.%u.%u.%u", b[0], b[1], b[2], b[3]);
+    return true;
+}
+
+bool fw_link_ofi_init(struct fw_link *l, struct fw_nic *nic, struct via_chan *chan, int side,
+                      int sock, char *why, size_t whylen)
+{
+    struct fw_ofil *o = calloc(1, sizeof *o);
+    char node[32];
+    if (!o || !sock_addr(sock, node, sizeof node)) {
+        snprintf(why, whylen, "libfabric link: %s", o ? "no address to bind" : "out of memory");
+        free(o);
+        close(sock);
+        return false;
+    }
+    int rc = fw_ofi_open(&o->ofi, node, OFI_FRAME_MAX, why, whylen);
+    o->name_len = sizeof o->name;
+    if (rc || fw_ofi_name(o->ofi, o->name, &o->name_len)) {
+        if (!rc)
+            snprintf(why, whylen, "libfabric link: the endpoint has no name");
+        fw_ofi_close(o->ofi);
+        free(o);
+        close(sock);
+        return false;
+    }
+    const char *e = getenv("VIP_NET_TIMEOUT_MS");
+    unsigned long ms = e && *e ? strtoul(e, NULL, 10) : 0;
+    o->nic = nic;
+    o->chan = chan;
+    o->reliable = chan->reliability != VIP_SERVICE_UNRELIABLE;
+    o->sock = sock;
+    o->conn_id = chan->conn_id;
+    o->res_slot = -1;
+    o->state = OFI_MEET;
+    o->start_ns = hal_now_ns();
+    o->timeout_ns = (ms ? ms : 3000) * 1000000ull;
+    o->watch.fd = sock;
+    o->watch.vi_id = chan->vi_id[side];
+    l->ops = &fw_link_ofi_ops;
+    l->tx = l->rx = NULL;
+    l->ofi = o;
+    if (!fw_net_watch(nic, &o->watch)) {
+        snprintf(why, whylen, "libfabric link: no waker thread");
+        fw_ofi_close(o->ofi);
+        close(sock);
+        free(o);
+        l->ofi = NULL;
+        return false;
+    }
+    meet_turn(o, o->start_ns); /* the first hello now */
+    atomic_store_explicit(&o->watch.due_ns, o->next_hello_ns, memory_order_relaxed);
+    return true;
+}

@@ -1,0 +1,400 @@
+/*
+ * test_hosts.c - VIPL programs across emulated hosts: two and three vipds
+ * on 127.0.0.1 (different ports, each --listen with one hosts file), their
+ * NICs joined by the UDP link.
+ *
+ *   name service: VipNSGetHostByName / ByAddr on the hosts file's names
+ *   client-server connect across hosts; a refusal (no wait: VIP_NO_MATCH;
+ *   a host whose vipd is not there: VIP_NOT_REACHABLE)
+ *   verified ping-pong (small, 1 MiB) at each reliability level
+ *   three hosts: two clients on two hosts, one server host
+ */
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/thosts.h"
+#include "lib/tlib.h"
+#include "lib/tpp.h"
+
+/* ---- one side of a ping-pong, in a child, on host `host` ----------------------------- */
+
+struct side {
+    struct tpp_cfg c;
+    const struct thosts *h;
+    unsigned host;
+    int server;
+};
+
+static int side_child(void *arg)
+{
+    struct side *s = arg;
+    thosts_use(s->h, s->host);
+    char err[512];
+    if (tpp_side(&s->c, s->server, err, sizeof err))
+        tl_child_fail(__FILE__, __LINE__, "%s on host%u: %s", s->server ? "server" : "client",
+                      s->host, err);
+    return 0;
+}
+
+/* A ping-pong of cfg between a server on host srv and a client on host cli. */
+static void pp_across(const struct thosts *h, struct tpp_cfg *c, unsigned srv, unsigned cli)
+{
+    snprintf(c->srv_host, sizeof c->srv_host, "host%u", srv);
+    struct side s = {*c, h, srv, 1}, k = {*c, h, cli, 0};
+    struct tl_child cs, cc;
+    if (tl_spawn(&cs, side_child, &s) != 0) {
+        CU_FAIL("fork");
+        return;
+    }
+    if (tl_spawn(&cc, side_child, &k) != 0) {
+        CU_FAIL("fork");
+        tl_child_kill(&cs);
+        return;
+    }
+    TCHILD_OK(&cc, 120000);
+    TCHILD_OK(&cs, 120000);
+}
+
+static void pp_two_hosts(VIP_RELIABILITY_LEVEL rel, unsigned n, enum tpp_kind kind)
+{
+    struct thosts h;
+    if (thosts_start(&h, 2, NULL) != 0) {
+        CU_FAIL("could not start two vipds");
+        return;
+    }
+    struct tpp_cfg c;
+    tpp_defaults(&c, rel, n, kind);
+    pp_across(&h, &c, 1, 0);
+    thosts_stop(&h);
+}
+
+static void test_pingpong_small_reliable_delivery(void)
+{
+    pp_two_hosts(VIP_SERVICE_RELIABLE_DELIVERY, 2000, TPP_SMALL);
+}
+
+static void test_pingpong_small_reliable_reception(void)
+{
+    pp_two_hosts(VIP_SERVICE_RELIABLE_RECEPTION, 1000, TPP_SMALL);
+}
+
+static void test_pingpong_small_unreliable(void)
+{
+    pp_two_hosts(VIP_SERVICE_UNRELIABLE, 1000, TPP_SMALL);
+}
+
+static void test_stream_1mib_reliable_delivery(void)
+{
+    pp_two_hosts(VIP_SERVICE_RELIABLE_DELIVERY, 30, TPP_LARGE);
+}
+
+static void test_three_hosts(void)
+{
+    struct thosts h;
+    if (thosts_start(&h, 3, NULL) != 0) {
+        CU_FAIL("could not start three vipds");
+        return;
+    }
+    /* host0 and host1 each have a client of a server on host2, at once. */
+    struct tpp_cfg a, b;
+    tpp_defaults(&a, VIP_SERVICE_RELIABLE_DELIVERY, 500, TPP_MIXED);
+    tpp_defaults(&b, VIP_SERVICE_RELIABLE_RECEPTION, 500, TPP_SMALL);
+    snprintf(a.srv_host, sizeof a.srv_host, "host2");
+    snprintf(b.srv_host, sizeof b.srv_host, "host2");
+    struct side sa = {a, &h, 2, 1}, ca = {a, &h, 0, 0}, sb = {b, &h, 2, 1}, cb = {b, &h, 1, 0};
+    struct tl_child ch[4];
+    struct side *sides[4] = {&sa, &sb, &ca, &cb};
+    unsigned started = 0;
+    for (; started < 4; started++)
+        if (tl_spawn(&ch[started], side_child, sides[started]) != 0)
+            break;
+    CU_ASSERT_EQUAL(started, 4);
+    for (unsigned i = started; i-- > 0;)
+        TCHILD_OK(&ch[i], 120000);
+    thosts_stop(&h);
+}
+
+/* ---- name service and connection set-up, in the test process -------------------------- */
+
+static void test_names_across_hosts(void)
+{
+    struct thosts h;
+    struct tl_nic t = {0};
+    if (thosts_start(&h, 2, NULL) != 0) {
+        CU_FAIL("could not start two vipds");
+        return;
+    }
+    thosts_use(&h, 0);
+    TRC(tl_open(&t, "via0"), VIP_SUCCESS);
+    {
+        _Alignas(8) uint8_t buf1[sizeof(VIP_NET_ADDRESS) + 16], buf2[sizeof(VIP_NET_ADDRESS) + 16];
+        VIP_NET_ADDRESS *own = (VIP_NET_ADDRESS *)buf1, *b = (VIP_NET_ADDRESS *)buf2;
+        uint8_t ownh[6], bh[6];
+        TRC(VipNSGetHostByName(t.nic, (VIP_CHAR *)"localhost", own, 0), VIP_SUCCESS);
+        memcpy(ownh, tl_host_bytes(own), 6);
+        TRC(VipNSGetHostByName(t.nic, (VIP_CHAR *)"host1", b, 0), VIP_SUCCESS);
+        TCHK(b->HostAddressLen == 6);
+        memcpy(bh, tl_host_bytes(b), 6);
+        TCHK(memcmp(ownh, bh, 4) != 0); /* another host */
+        TCHK(bh[4] == 0 && bh[5] == 0);  /* its via0 */
+        /* host0 is this host: its name gives our own address. */
+        TRC(VipNSGetHostByName(t.nic, (VIP_CHAR *)"host0", b, 0), VIP_SUCCESS);
+        TCHK(memcmp(tl_host_bytes(b), ownh, 6) == 0);
+        /* HOST:DEV of another host */
+        TRC(VipNSGetHostByName(t.nic, (VIP_CHAR *)"host1:via1", b, 0), VIP_SUCCESS);
+        TCHK(memcmp(tl_host_bytes(b), bh, 4) == 0 && tl_host_bytes(b)[5] == 1);
+        VIP_CHAR name[128];
+        VIP_ULONG nlen = sizeof name;
+        TRC(VipNSGetHostByAddr(t.nic, b, name, &nlen), VIP_SUCCESS);
+        TCHK(strcmp((char *)name, "host1:via1") == 0);
+        memcpy(tl_host_bytes(b), bh, 6);
+        nlen = sizeof name;
+        TRC(VipNSGetHostByAddr(t.nic, b, name, &nlen), VIP_SUCCESS);
+        TCHK(strcmp((char *)name, "host1") == 0);
+        TRC(VipNSGetHostByName(t.nic, (VIP_CHAR *)"host7", b, 0), VIP_ERROR_NAMESERVICE);
+    }
+out:
+    tl_close(&t);
+    thosts_stop(&h);
+}
+
+static void test_refusals_across_hosts(void)
+{
+    struct thosts h;
+    struct tl_nic t = {0};
+    VIP_VI_HANDLE vi = NULL;
+    VIP_NET_ADDRESS *local = NULL, *remote = NULL;
+    if (thosts_start(&h, 2, NULL) != 0) {
+        CU_FAIL("could not start two vipds");
+        return;
+    }
+    thosts_use(&h, 0);
+    TRC(tl_open(&t, "via0"), VIP_SUCCESS);
+    TRC(tl_vi(&t, VIP_SERVICE_RELIABLE_DELIVERY, NULL, NULL, &vi), VIP_SUCCESS);
+    local = tl_addr(t.nic, "localhost", "");
+    remote = tl_addr(t.nic, "host1", "nobody-waits");
+    TCHK(local && remote);
+    VIP_VI_ATTRIBUTES ra;
+    /* Nobody waits on host1: VIP_NO_MATCH, and the VI is IDLE again. */
+    TRC(VipConnectRequest(vi, local, remote, 5000, &ra), VIP_NO_MATCH);
+    /* host1's vipd goes: its NICs are not reachable. */
+    tvipd_stop(&h.v[1]);
+    thosts_use(&h, 0);
+    TRC(VipConnectRequest(vi, local, remote, 5000, &ra), VIP_NOT_REACHABLE);
+out:
+    free(local);
+    free(remote);
+    if (vi)
+        VipDestroyVi(vi);
+    tl_close(&t);
+    thosts_stop(&h);
+}
+
+/* ---- a host, or a peer, that goes away ------------------------------------------------- */
+
+#define KSLOT 512u
+struct kstream {
+    const struct thosts *h;
+    char disc[17];
+    VIP_RELIABILITY_LEVEL rel;
+};
+
+static volatile int errors_seen;
+static VIP_ERROR_CODE error_code;
+
+static void on_error(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e)
+{
+    (void)ctx;
+    error_code = e->ErrorCode;
+    errors_seen++;
+}
+
+/* Receiver on host1: answers each message with a short reply (so the
+ * sender never has more than two messages ahead of the receives it posts
+ * again) until its connection ends or the parent kills it. */
+static int k_receiver(void *arg)
+{
+    const struct kstream *k = arg;
+    thosts_use(k->h, 1);
+    struct tl_nic t;
+    struct tl_buf b;
+    VIP_VI_HANDLE vi;
+    TC_RC(tl_open(&t, "via0"), VIP_SUCCESS);
+    TC_RC(tl_buf_alloc(&t, &b, 20 * KSLOT), VIP_SUCCESS);
+    TC_RC(tl_vi(&t, k->rel, NULL, NULL, &vi), VIP_SUCCESS);
+    for (unsigned i = 0; i < 16; i++) {
+        tl_desc_1((VIP_DESCRIPTOR *)(b.p + i * KSLOT), b.p + i * KSLOT + 128, 256, b.mh);
+        TC_RC(VipPostRecv(vi, (VIP_DESCRIPTOR *)(b.p + i * KSLOT), b.mh), VIP_SUCCESS);
+    }
+    TC_RC(tl_accept(&t, vi, k->disc, 20000), VIP_SUCCESS);
+    for (unsigned n = 0;; n++) {
+        VIP_DESCRIPTOR *d, *s = (VIP_DESCRIPTOR *)(b.p + (16 + n % 4) * KSLOT), *x;
+        if (VipRecvWait(vi, 60000, &d) != VIP_SUCCESS || (d->CS.Status & VIP_STATUS_ERROR_MASK))
+            return 0;
+        tl_desc_1(d, (uint8_t *)d + 128, 256, b.mh);
+        VipPostRecv(vi, d, b.mh);
+        tl_desc_1(s, (uint8_t *)s + 128, 4, b.mh);
+        if (VipPostSend(vi, s, b.mh) != VIP_SUCCESS || VipSendWait(vi, 60000, &x) != VIP_SUCCESS)
+            return 0;
+    }
+}
+
+/* Sender on host0: sends 64-byte messages, each posted before the reply
+ * to the one before is awaited, so one is always in flight; says 's' once
+ * they flow, then goes on until a descriptor completes in error, checks
+ * that error, and says 't' (a send completed with the transport error) or
+ * 'f' (flushed). */
+static int k_sender(void *arg)
+{
+    const struct kstream *k = arg;
+    thosts_use(k->h, 0);
+    struct tl_nic t;
+    struct tl_buf b;
+    VIP_VI_HANDLE vi;
+    TC_RC(tl_open(&t, "via0"), VIP_SUCCESS);
+    TC_RC(VipErrorCallback(t.nic, NULL, on_error), VIP_SUCCESS);
+    TC_RC(tl_buf_alloc(&t, &b, 12 * KSLOT), VIP_SUCCESS);
+    TC_RC(tl_vi(&t, k->rel, NULL, NULL, &vi), VIP_SUCCESS);
+    for (unsigned i = 4; i < 12; i++) {
+        tl_desc_1((VIP_DESCRIPTOR *)(b.p + i * KSLOT), b.p + i * KSLOT + 128, 256, b.mh);
+        TC_RC(VipPostRecv(vi, (VIP_DESCRIPTOR *)(b.p + i * KSLOT), b.mh), VIP_SUCCESS);
+    }
+    TC_RC(tl_request(&t, vi, "host1", k->disc, 20000), VIP_SUCCESS);
+    uint64_t end = tl_now_ms() + 30000;
+    uint32_t status = 0;
+    for (unsigned n = 0; tl_now_ms() < end; n++) {
+        VIP_DESCRIPTOR *d = (VIP_DESCRIPTOR *)(b.p + (n % 4) * KSLOT), *done;
+        tl_desc_1(d, (uint8_t *)d + 128, 64, b.mh);
+        if (VipPostSend(vi, d, b.mh) != VIP_SUCCESS)
+            break; /* the VI is in error already */
+        TC_RC(VipSendWait(vi, 20000, &done), VIP_SUCCESS);
+        status = done->CS.Status;
+        if (!(status & VIP_STATUS_ERROR_MASK) && n > 0) {
+            /* the reply to the message before */
+            TC_RC(VipRecvWait(vi, 20000, &done), VIP_SUCCESS);
+            if (done->CS.Status & VIP_STATUS_ERROR_MASK)
+                status = done->CS.Status;
+            tl_desc_1(done, (uint8_t *)done + 128, 256, b.mh);
+            if (!(status & VIP_STATUS_ERROR_MASK))
+                VipPostRecv(vi, done, b.mh);
+        }
+        if (n < 200 && (status & VIP_STATUS_ERROR_MASK))
+            tl_child_fail(__FILE__, __LINE__, "message %u failed (%#x) before anything was "
+                          "done to the peer", n, (unsigned)status);
+        if (status & VIP_STATUS_ERROR_MASK)
+            break;
+        if (n == 200)
+            tl_child_post('s');
+    }
+    TC_CHECK(status & (VIP_STATUS_TRANSPORT_ERROR | VIP_STATUS_DESC_FLUSHED_ERROR));
+    VIP_VI_STATE st;
+    VIP_VI_ATTRIBUTES va;
+    VIP_BOOLEAN sq, rq;
+    TC_RC(VipQueryVi(vi, &st, &va, &sq, &rq), VIP_SUCCESS);
+    TC_CHECK(st == VIP_STATE_ERROR);
+    /* the program's error callback heard of it */
+    VIP_DESCRIPTOR *x;
+    for (uint64_t e2 = tl_now_ms() + 5000; !errors_seen && tl_now_ms() < e2;)
+        VipSendDone(vi, &x);
+    TC_CHECK(errors_seen > 0 && error_code == VIP_ERROR_CONN_LOST);
+    tl_child_post(status & VIP_STATUS_TRANSPORT_ERROR ? 't' : 'f');
+    VipDisconnect(vi);
+    return 0;
+}
+
+enum kill_how { KILL_VIPD, STOP_VIPD, STOP_PEER };
+
+static void peer_goes(enum kill_how how)
+{
+    struct thosts h;
+    if (thosts_start(&h, 2, NULL) != 0) {
+        CU_FAIL("could not start two vipds");
+        return;
+    }
+    struct kstream k = {&h, "", VIP_SERVICE_RELIABLE_RECEPTION};
+    tl_discrim(k.disc, "kill");
+    struct tl_child r, w;
+    bool r_up = tl_spawn(&r, k_receiver, &k) == 0;
+    bool w_up = r_up && tl_spawn(&w, k_sender, &k) == 0;
+    CU_ASSERT(r_up && w_up);
+    if (w_up) {
+        CU_ASSERT_EQUAL(tl_parent_take(&w, 20000), 's'); /* streaming */
+        uint64_t t0 = tl_now_ms();
+        if (how == KILL_VIPD)
+            kill(h.v[1].pid, SIGKILL);
+        else if (how == STOP_VIPD)
+            kill(h.v[1].pid, SIGSTOP);
+        else
+            kill(r.pid, SIGSTOP);
+        int tok = tl_parent_take(&w, 15000);
+        uint64_t took = tl_now_ms() - t0;
+        /* bounded: the host timeout (1 s here) or the link's (1 s), plus slack
+         * for a loaded machine */
+        CU_ASSERT(tok == 't' || tok == 'f');
+        CU_ASSERT(took < 8000);
+        if (how == STOP_PEER) /* the transport gave up: the in-flight send says so */
+            CU_ASSERT_EQUAL(tok, 't');
+        TCHILD_OK(&w, 20000);
+        if (how != STOP_PEER) {
+            /* host0's vipd says host1 is down (before host1 may come back) */
+            char out[4096];
+            thosts_use(&h, 0);
+            const char *line = tl_vipctl("net", out, sizeof out) == 0 ? strstr(out, "host host1")
+                                                                      : NULL;
+            CU_ASSERT(line && strstr(line, "down"));
+        }
+        if (how == STOP_VIPD)
+            kill(h.v[1].pid, SIGCONT);
+        if (how == STOP_PEER)
+            kill(r.pid, SIGCONT);
+    }
+    if (r_up)
+        tl_child_kill(&r);
+    /* host0's vipd serves on: a ping-pong of two of its own processes */
+    struct tpp_cfg c;
+    tpp_defaults(&c, VIP_SERVICE_RELIABLE_DELIVERY, 200, TPP_SMALL);
+    pp_across(&h, &c, 0, 0);
+    thosts_stop(&h);
+}
+
+static void test_peer_vipd_killed_mid_stream(void)
+{
+    peer_goes(KILL_VIPD);
+}
+
+static void test_peer_vipd_hangs_heartbeat(void)
+{
+    peer_goes(STOP_VIPD);
+}
+
+static void test_peer_process_hangs_transport_timeout(void)
+{
+    peer_goes(STOP_PEER);
+}
+
+static const struct tl_test tests[] = {
+    TL_TEST(test_names_across_hosts),
+    TL_TEST(test_refusals_across_hosts),
+    TL_TEST(test_pingpong_small_reliable_delivery),
+    TL_TEST(test_pingpong_small_reliable_reception),
+    TL_TEST(test_pingpong_small_unreliable),
+    TL_TEST(test_stream_1mib_reliable_delivery),
+    TL_TEST(test_three_hosts),
+    TL_TEST(test_peer_vipd_killed_mid_stream),
+    TL_TEST(test_peer_vipd_hangs_heartbeat),
+    TL_TEST(test_peer_process_hangs_transport_timeout),
+    TL_END,
+};
+
+int main(int argc, char **argv)
+{
+    /* Hosts and links that go away are noticed within a second here. */
+    setenv("VIPD_HOST_TIMEOUT_MS", "2000", 1);
+    setenv("VIPD_HB_MS", "200", 1);
+    setenv("VIP_NET_TIMEOUT_MS", "2000", 1);
+    return tl_main(argc, argv, "hosts", tests);
+}
