@@ -168,6 +168,9 @@ struct kd_conn {
     int udp_fd;
     bool remote_req;
     struct via_host_conn_req rreq;
+    /* Across hosts, peer-to-peer: this is the VipConnectPeerRequest of
+     * req_vi (whose vi->peer holds the outcome), not a client-server one. */
+    bool peer;
     struct kd_conn *next;
 };
 
@@ -399,6 +402,14 @@ void kd_peer_vi_gone(struct kd_vi *vi, const char *why);
 void kd_peer_client_gone(struct kd_client *c);
 uint64_t kd_peer_next_deadline(void); /* 0 = none */
 void kd_peer_expire(uint64_t now_ns);
+/* Across hosts (kd_remote.c calls these): the VI here whose pending peer
+ * request mirrors the request q from host h (NULL if none); a pending
+ * request's outcome, connected (cn with its chan_fd set, sock: the link's
+ * socket, taken) or failed. */
+struct kd_vi *kd_peer_mirror_remote(const struct kd_host *h, const struct via_host_conn_req *q);
+void kd_peer_connected(struct kd_vi *vi, struct kd_conn *cn, uint32_t side, uint32_t peer_vi,
+                       const struct via_vi_attr *attr, int sock);
+void kd_peer_failed(struct kd_vi *vi, int32_t status, const char *msg);
 
 /* ---- hosts (kd_host.c) ------------------------------------------------------------ */
 struct pollfd;
@@ -439,6 +450,12 @@ void kd_remote_on_accept(struct kd_host *h, const void *body);
 void kd_remote_on_reject(struct kd_host *h, const void *body);
 void kd_remote_on_end(struct kd_host *h, const void *body);
 void kd_remote_host_down(struct kd_host *h);
+/* VipConnectPeerRequest of vi (vi->peer set, PENDING) for a NIC of h:
+ * false with r failed. */
+bool kd_remote_peer_request(struct kd_vi *vi, struct kd_host *h,
+                            const struct via_ctl_conn_request *q, struct kd_reply *r);
+/* Withdraw the pending peer request cn (tell the other host; cn freed). */
+void kd_remote_peer_withdraw(struct kd_conn *cn);
 bool kd_remote_busy(const struct kd_host *h); /* connections or requests with h */
 
 /* ---- connection internals kd_remote.c shares (kd_conn.c) ------------------------------ */

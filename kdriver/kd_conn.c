@@ -155,13 +155,13 @@ struct kd_vi *kd_conn_request_check(struct kd_session *s, const struct via_ctl_c
                 kd_vi_state_name(vi->state));
         return NULL;
     }
-    if (*nic == KD_FOREIGN && (strcmp(what, "connection request") != 0 || !kd_host_by_id(
-                                   (uint32_t)q->remote.host[0] << 24 |
-                                   (uint32_t)q->remote.host[1] << 16 |
-                                   (uint32_t)q->remote.host[2] << 8 | q->remote.host[3]))) {
+    if (*nic == KD_FOREIGN && !kd_host_by_id((uint32_t)q->remote.host[0] << 24 |
+                                             (uint32_t)q->remote.host[1] << 16 |
+                                             (uint32_t)q->remote.host[2] << 8 |
+                                             q->remote.host[3])) {
         kd_fail(r, VIP_NOT_REACHABLE,
                 "host %02x%02x%02x%02x is not this vipd (%08x) and not a host of the hosts "
-                "file (vipd --hosts; peer-to-peer requests reach this host only)",
+                "file (vipd --hosts)",
                 q->remote.host[0], q->remote.host[1], q->remote.host[2], q->remote.host[3],
                 kd.host_id);
         return NULL;
@@ -188,6 +188,8 @@ void kd_conn_request_end(struct kd_conn *cn, enum kd_conn_state st, int32_t stat
     }
     if (status >= 0 && cn->req_client)
         kd_send_status(cn->req_client, cn->req_cookie, status, "%s", msg);
+    if (status >= 0 && cn->peer && vi)
+        kd_peer_failed(vi, status, msg); /* a peer request across hosts */
     kd_conn_free(cn);
 }
 

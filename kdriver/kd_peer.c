@@ -10,6 +10,12 @@
  * VipConnectPeerDone (PEER_DONE, never blocks) or VipConnectPeerWait
  * (PEER_WAIT, a deferred reply) tells it; a PEER_WAIT already blocked is
  * told at once. VipDisconnect and VipDestroyVi cancel a pending request.
+ *
+ * A request for a NIC of another host (remote_host) is matched by the two
+ * vipds (kd_remote.c): the one with the lower host id sends its request
+ * to the other, which keeps it until a mirror request of its own comes
+ * (or the sender withdraws it: timeout, cancel) and then connects both.
+ * So the two requests never cross on the wire and one connection results.
  */
 #include "kd.h"
 
@@ -38,6 +44,7 @@ static const char *const peer_state_name[KD_PEER_NSTATES] = {
 struct kd_peer {
     struct kd_vi *vi;
     enum kd_peer_state state;
+    struct kd_host *remote_host; /* NULL: a NIC of this host */
     unsigned remote_nic;
     uint16_t local_dlen, remote_dlen;
     uint8_t local_discrim[VIA_MAX_DISCRIM], remote_discrim[VIA_MAX_DISCRIM];
@@ -46,7 +53,8 @@ struct kd_peer {
     int32_t status;
     char msg[112];
     /* CONNECTED: what Done/Wait hand over: the reply, the channel (the
-     * conn's chan_fd) and the peer's event page (vipd's copy, -1 if none) */
+     * conn's chan_fd) and the peer's event page (vipd's copy, -1 if none;
+     * across hosts the link's socket in its place) */
     struct via_ctl_conn_done_r done;
     int peer_ev_fd;
     int peer_pidfd;    /* the peer process (kd_session_pidfd), -1 if none */
@@ -84,6 +92,10 @@ static void peer_free(struct kd_peer *p)
             *pp = p->next;
             break;
         }
+    /* A request sent to another host and not answered yet: withdrawn. */
+    struct kd_conn *cn = p->vi->conn;
+    if (p->state == KD_PEER_PENDING && cn && cn->peer && cn->state == KD_CONN_MATCHED)
+        kd_remote_peer_withdraw(cn);
     chan_fd_release(p);
     if (p->peer_ev_fd >= 0)
         close(p->peer_ev_fd);
@@ -132,7 +144,8 @@ static struct kd_peer *mirror_of(const struct kd_vi *vi, unsigned nic,
                                  const struct via_ctl_conn_request *q)
 {
     for (struct kd_peer *p = kd.peers; p; p = p->next)
-        if (p->state == KD_PEER_PENDING && p->vi != vi && p->vi->nic->index == nic &&
+        if (p->state == KD_PEER_PENDING && !p->remote_host && p->vi != vi &&
+            p->vi->nic->index == nic &&
             p->remote_nic == vi->nic->index && p->local_dlen == q->remote.discrim_len &&
             p->remote_dlen == q->local.discrim_len &&
             memcmp(p->local_discrim, q->remote.discrim, p->local_dlen) == 0 &&
@@ -198,7 +211,11 @@ void kd_op_peer_request(struct kd_client *c, uint64_t cookie, const void *body,
     struct kd_vi *vi = kd_conn_request_check(c->sess, q, "peer connection request", &nic, r);
     if (!vi)
         return;
-    struct kd_peer *m = mirror_of(vi, (unsigned)nic, q);
+    const uint8_t *hb = q->remote.host;
+    struct kd_host *h = nic != KD_FOREIGN ? NULL
+                        : kd_host_by_id((uint32_t)hb[0] << 24 | (uint32_t)hb[1] << 16 |
+                                        (uint32_t)hb[2] << 8 | hb[3]);
+    struct kd_peer *m = h ? NULL : mirror_of(vi, (unsigned)nic, q);
     if (m && m->vi->attr.reliability != vi->attr.reliability) {
         kd_fail(r, VIP_INVALID_RELIABILITY_LEVEL,
                 "reliability levels differ: this VI %u, the peer's %u (its request stays "
@@ -216,7 +233,8 @@ void kd_op_peer_request(struct kd_client *c, uint64_t cookie, const void *body,
     p->state = KD_PEER_PENDING;
     p->peer_ev_fd = -1;
     p->peer_pidfd = -1;
-    p->remote_nic = (unsigned)nic;
+    p->remote_host = h;
+    p->remote_nic = h ? (unsigned)hb[4] << 8 | hb[5] : (unsigned)nic;
     p->local_dlen = q->local.discrim_len;
     memcpy(p->local_discrim, q->local.discrim, p->local_dlen);
     p->remote_dlen = q->remote.discrim_len;
@@ -231,6 +249,15 @@ void kd_op_peer_request(struct kd_client *c, uint64_t cookie, const void *body,
         pp = &(*pp)->next;
     *pp = p;
     vi->peer = p;
+    if (h) {
+        kd_vi_set_state(vi, VIA_VI_PENDING);
+        if (!kd_remote_peer_request(vi, h, q, r)) {
+            peer_free(p);
+            if (vi->state == VIA_VI_PENDING)
+                kd_vi_set_state(vi, VIA_VI_IDLE);
+        }
+        return;
+    }
     if (m) {
         kd_debug("session %u: VI %u meets VI %u of pid %d (connection %u)", c->sess->id,
                  vi->id, m->vi->id, (int)m->vi->sess->pid, vi->conn->id);
@@ -359,6 +386,9 @@ void kd_peer_expire(uint64_t now)
         n = p->next;
         if (p->state != KD_PEER_PENDING || !p->deadline_ns || p->deadline_ns > now)
             continue;
+        struct kd_conn *cn = p->vi->conn;
+        if (cn && cn->peer && cn->state == KD_CONN_MATCHED)
+            kd_remote_peer_withdraw(cn);
         kd_vi_set_state(p->vi, VIA_VI_IDLE);
         p->status = VIP_TIMEOUT;
         snprintf(p->msg, sizeof p->msg,
@@ -366,4 +396,43 @@ void kd_peer_expire(uint64_t now)
         peer_set_state(p, KD_PEER_FAILED);
         decided(p); /* may free p */
     }
+}
+
+/* ---- across hosts (kd_remote.c) ---------------------------------------------------- */
+
+struct kd_vi *kd_peer_mirror_remote(const struct kd_host *h, const struct via_host_conn_req *q)
+{
+    for (struct kd_peer *p = kd.peers; p; p = p->next)
+        if (p->state == KD_PEER_PENDING && p->remote_host == h &&
+            p->vi->nic->index == q->dst_nic && p->remote_nic == q->src_nic &&
+            p->local_dlen == q->dlen && p->remote_dlen == q->req_dlen &&
+            memcmp(p->local_discrim, q->discrim, p->local_dlen) == 0 &&
+            memcmp(p->remote_discrim, q->req_discrim, p->remote_dlen) == 0)
+            return p->vi;
+    return NULL;
+}
+
+void kd_peer_connected(struct kd_vi *vi, struct kd_conn *cn, uint32_t side, uint32_t peer_vi,
+                       const struct via_vi_attr *attr, int sock)
+{
+    struct kd_peer *p = vi->peer;
+    cn->chan_untold = 1;
+    p->peer_ev_fd = sock;
+    p->done = (struct via_ctl_conn_done_r){
+        .conn_id = cn->id, .side = side, .peer_vi = peer_vi, .remote_attr = *attr};
+    peer_set_state(p, KD_PEER_CONNECTED);
+    decided(p);
+}
+
+void kd_peer_failed(struct kd_vi *vi, int32_t status, const char *msg)
+{
+    struct kd_peer *p = vi->peer;
+    if (!p || p->state != KD_PEER_PENDING)
+        return;
+    if (vi->state == VIA_VI_PENDING)
+        kd_vi_set_state(vi, VIA_VI_IDLE);
+    p->status = status;
+    snprintf(p->msg, sizeof p->msg, "%s", msg);
+    peer_set_state(p, KD_PEER_FAILED);
+    decided(p);
 }

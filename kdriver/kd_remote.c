@@ -71,48 +71,60 @@ static struct kd_conn *conn_of(const struct kd_host *h, uint32_t wire_id, bool r
 
 /* ---- the requester's side ------------------------------------------------------------ */
 
-void kd_remote_request(struct kd_client *c, uint64_t cookie, struct kd_vi *vi,
-                       struct kd_host *h, const struct via_ctl_conn_request *q,
-                       struct kd_reply *r)
+/* Send vi's request (q) to host h: the conn (MATCHED, vi's), or NULL with r failed. */
+static struct kd_conn *send_request(struct kd_vi *vi, struct kd_host *h,
+                                    const struct via_ctl_conn_request *q, bool peer,
+                                    struct kd_reply *r)
 {
     struct kd_conn *cn = kd_conn_new(r);
     if (!cn)
-        return;
+        return NULL;
     uint16_t port;
     cn->udp_fd = udp_socket(&port, r);
     if (cn->udp_fd < 0) {
         kd_conn_free(cn);
-        return;
+        return NULL;
     }
     cn->host = h;
     cn->wire_id = cn->id;
-    cn->req_sess = c->sess;
+    cn->req_sess = vi->sess;
     cn->req_vi = vi;
-    cn->req_client = c;
-    cn->req_cookie = cookie;
-    cn->deadline_ns = q->timeout_ms == 0xFFFFFFFFu
-                          ? 0
-                          : kd_now_ns() + (uint64_t)q->timeout_ms * 1000000ull + 1;
+    cn->peer = peer;
     cn->dst_nic = (unsigned)q->remote.host[4] << 8 | q->remote.host[5];
     struct via_host_conn_req m = {
         .req_id = cn->id, .req_vi = vi->id, .dst_nic = (uint16_t)cn->dst_nic,
         .src_nic = (uint16_t)vi->nic->index, .udp_ip = kd.listen_ip, .udp_port = port,
         .dlen = (uint8_t)q->remote.discrim_len, .req_dlen = (uint8_t)q->local.discrim_len,
-        .reliability = vi->attr.reliability, .max_transfer = vi->attr.max_transfer,
-        .rdma_write = vi->attr.rdma_write, .rdma_read = vi->attr.rdma_read};
+        .peer = peer, .reliability = vi->attr.reliability,
+        .max_transfer = vi->attr.max_transfer, .rdma_write = vi->attr.rdma_write,
+        .rdma_read = vi->attr.rdma_read};
     memcpy(m.discrim, q->remote.discrim, q->remote.discrim_len);
     memcpy(m.req_discrim, q->local.discrim, q->local.discrim_len);
     if (!kd_host_send(h, VIA_HOST_CONN_REQ, &m, sizeof m)) {
-        cn->req_client = NULL;
         kd_conn_free(cn);
         kd_fail(r, VIP_NOT_REACHABLE, "host %s (%08x) does not answer: is its vipd running?",
                 h->name, h->host_id);
-        return;
+        return NULL;
     }
     kd_conn_set_state(cn, KD_CONN_MATCHED);
     vi->conn = cn;
     vi->side = 0;
     kd_vi_set_state(vi, VIA_VI_PENDING);
+    return cn;
+}
+
+void kd_remote_request(struct kd_client *c, uint64_t cookie, struct kd_vi *vi,
+                       struct kd_host *h, const struct via_ctl_conn_request *q,
+                       struct kd_reply *r)
+{
+    struct kd_conn *cn = send_request(vi, h, q, false, r);
+    if (!cn)
+        return;
+    cn->req_client = c;
+    cn->req_cookie = cookie;
+    cn->deadline_ns = q->timeout_ms == 0xFFFFFFFFu
+                          ? 0
+                          : kd_now_ns() + (uint64_t)q->timeout_ms * 1000000ull + 1;
     r->deferred = true;
     kd_debug("session %u: VI %u requests a connection to %s via%u (connection %u)",
              c->sess->id, vi->id, h->name, cn->dst_nic, cn->id);
@@ -123,7 +135,7 @@ void kd_remote_on_accept(struct kd_host *h, const void *body)
     struct via_host_conn_acc m;
     memcpy(&m, body, sizeof m);
     struct kd_conn *cn = conn_of(h, m.req_id, true);
-    if (!cn || cn->state != KD_CONN_MATCHED || !cn->req_client) {
+    if (!cn || cn->state != KD_CONN_MATCHED || (!cn->req_client && !cn->peer)) {
         /* Timed out or withdrawn meanwhile: the acceptor's side breaks. */
         struct via_host_conn_end e = {.conn_id = m.req_id, .broken = 1, .from_requester = 1};
         kd_host_send(h, VIA_HOST_CONN_END, &e, sizeof e);
@@ -141,6 +153,8 @@ void kd_remote_on_accept(struct kd_host *h, const void *body)
         return;
     }
     struct kd_vi *vi = cn->req_vi;
+    struct via_vi_attr ra = {.reliability = m.reliability, .max_transfer = m.max_transfer,
+                             .rdma_write = m.rdma_write, .rdma_read = m.rdma_read};
     ch->reliability = vi->attr.reliability;
     ch->vi_id[0] = vi->id;
     ch->vi_id[1] = m.acc_vi;
@@ -151,18 +165,23 @@ void kd_remote_on_accept(struct kd_host *h, const void *body)
     cn->vi[0] = vi;
     kd_vi_set_state(vi, VIA_VI_CONNECTED);
     kd_conn_set_state(cn, KD_CONN_ACCEPTED);
+    kd_info("connection %u: via%u VI %u (pid %d) <-> %s via%u VI %u%s", cn->id, vi->nic->index,
+            vi->id, (int)vi->sess->pid, h->name, m.acc_nic, m.acc_vi,
+            cn->peer ? " (peer-to-peer)" : "");
+    int sock = cn->udp_fd;
+    cn->udp_fd = -1;
+    if (cn->peer) { /* told by VipConnectPeerDone/Wait, which take both fds */
+        cn->chan_fd = chan_fd;
+        kd_peer_connected(vi, cn, 0, m.acc_vi, &ra, sock);
+        return;
+    }
     struct via_ctl_conn_done_r d = {
-        .conn_id = cn->id, .side = 0, .peer_vi = m.acc_vi,
-        .remote_attr = {.reliability = m.reliability, .max_transfer = m.max_transfer,
-                        .rdma_write = m.rdma_write, .rdma_read = m.rdma_read}};
-    int fds[2] = {chan_fd, cn->udp_fd};
+        .conn_id = cn->id, .side = 0, .peer_vi = m.acc_vi, .remote_attr = ra};
+    int fds[2] = {chan_fd, sock};
     kd_send_reply(cn->req_client, cn->req_cookie, VIP_SUCCESS, NULL, &d, sizeof d, fds, 2);
     cn->req_client = NULL;
     close(chan_fd);
-    close(cn->udp_fd); /* the process has it now */
-    cn->udp_fd = -1;
-    kd_info("connection %u: via%u VI %u (pid %d) <-> %s via%u VI %u", cn->id, vi->nic->index,
-            vi->id, (int)vi->sess->pid, h->name, m.acc_nic, m.acc_vi);
+    close(sock); /* the process has it now */
 }
 
 void kd_remote_on_reject(struct kd_host *h, const void *body)
@@ -194,6 +213,8 @@ static void refuse(struct kd_host *h, uint32_t req_id, int32_t status)
     kd_host_send(h, VIA_HOST_CONN_REJ, &m, sizeof m);
 }
 
+static void on_peer_request(struct kd_conn *cn);
+
 void kd_remote_on_request(struct kd_host *h, const void *body)
 {
     struct via_host_conn_req q;
@@ -215,6 +236,10 @@ void kd_remote_on_request(struct kd_host *h, const void *body)
     cn->remote_req = true;
     cn->rreq = q;
     cn->dst_nic = q.dst_nic;
+    if (q.peer) {
+        on_peer_request(cn);
+        return;
+    }
     if (!kd_conn_offer(cn, q.dst_nic, q.discrim, q.dlen)) {
         kd_conn_free(cn);
         refuse(h, q.req_id, VIP_NO_MATCH);
@@ -224,29 +249,36 @@ void kd_remote_on_request(struct kd_host *h, const void *body)
              h->name, q.dst_nic, cn->id);
 }
 
-void kd_remote_accept(struct kd_conn *cn, struct kd_vi *vi, struct kd_reply *r)
+static struct via_vi_attr attr_of(const struct via_host_conn_req *q)
+{
+    return (struct via_vi_attr){.reliability = q->reliability, .max_transfer = q->max_transfer,
+                                .rdma_write = q->rdma_write, .rdma_read = q->rdma_read};
+}
+
+/* The acceptor's half of cn for our vi, CONN_ACC sent: the channel's fd
+ * in *chan_fd and the link's socket returned, or -1 with r failed. */
+static int accept_side(struct kd_conn *cn, struct kd_vi *vi, int *chan_fd, struct kd_reply *r)
 {
     const struct via_host_conn_req *q = &cn->rreq;
     if (vi->attr.reliability != q->reliability) {
         kd_fail(r, VIP_INVALID_RELIABILITY_LEVEL,
                 "reliability levels differ: this VI %u, the requester's %u", vi->attr.reliability,
                 q->reliability);
-        return;
+        return -1;
     }
     uint16_t port;
     int ufd = udp_socket(&port, r);
     if (ufd < 0)
-        return;
+        return -1;
     if (!udp_connect(ufd, q->udp_ip, q->udp_port)) {
         close(ufd);
         kd_fail(r, VIP_ERROR_RESOURCE, "cannot reach the requester's UDP port");
-        return;
+        return -1;
     }
-    int chan_fd;
-    struct via_chan *ch = kd_conn_chan_new(cn, &chan_fd, r);
+    struct via_chan *ch = kd_conn_chan_new(cn, chan_fd, r);
     if (!ch) {
         close(ufd);
-        return;
+        return -1;
     }
     ch->reliability = vi->attr.reliability;
     ch->vi_id[0] = q->req_vi;
@@ -261,10 +293,10 @@ void kd_remote_accept(struct kd_conn *cn, struct kd_vi *vi, struct kd_reply *r)
         .rdma_read = vi->attr.rdma_read};
     if (!kd_host_send(cn->host, VIA_HOST_CONN_ACC, &m, sizeof m)) {
         close(ufd);
-        close(chan_fd);
+        close(*chan_fd);
         kd_shm_unmap(ch, sizeof *ch);
         kd_fail(r, VIP_NOT_REACHABLE, "the requester's host %s went away", cn->host->name);
-        return;
+        return -1;
     }
     cn->chan = ch;
     cn->vi[1] = vi;
@@ -272,25 +304,116 @@ void kd_remote_accept(struct kd_conn *cn, struct kd_vi *vi, struct kd_reply *r)
     vi->side = 1;
     kd_vi_set_state(vi, VIA_VI_CONNECTED);
     kd_conn_set_state(cn, KD_CONN_ACCEPTED);
+    kd_info("connection %u: %s via%u VI %u <-> via%u VI %u (pid %d)%s", cn->id, cn->host->name,
+            q->src_nic, q->req_vi, vi->nic->index, vi->id, (int)vi->sess->pid,
+            cn->peer ? " (peer-to-peer)" : "");
+    return ufd;
+}
+
+void kd_remote_accept(struct kd_conn *cn, struct kd_vi *vi, struct kd_reply *r)
+{
+    const struct via_host_conn_req *q = &cn->rreq;
+    int chan_fd;
+    int ufd = accept_side(cn, vi, &chan_fd, r);
+    if (ufd < 0)
+        return;
     struct via_ctl_conn_done_r *a = kd_body(r, sizeof *a);
     if (a) {
         a->conn_id = cn->id;
         a->side = 1;
         a->peer_vi = q->req_vi;
-        a->remote_attr = (struct via_vi_attr){.reliability = q->reliability,
-                                              .max_transfer = q->max_transfer,
-                                              .rdma_write = q->rdma_write,
-                                              .rdma_read = q->rdma_read};
+        a->remote_attr = attr_of(q);
     }
     kd_add_fd(r, chan_fd, true);
     kd_add_fd(r, ufd, true);
-    kd_info("connection %u: %s via%u VI %u <-> via%u VI %u (pid %d)", cn->id, cn->host->name,
-            q->src_nic, q->req_vi, vi->nic->index, vi->id, (int)vi->sess->pid);
 }
 
 void kd_remote_refuse(struct kd_conn *cn, int32_t status)
 {
     refuse(cn->host, cn->wire_id, status);
+}
+
+/* ---- peer-to-peer across hosts ----------------------------------------------------------- */
+/*
+ * Of two hosts, the one with the lower host id sends its peer request
+ * (CONN_REQ, peer = 1); the other keeps it (a conn MATCHED, remote_req)
+ * until a mirror request of its own comes, then takes the acceptor's part.
+ * The sender withdraws it (CONN_END) when its request times out or is
+ * cancelled. So the requests never cross, and one connection results.
+ */
+
+/* Connect the kept request cn with our pending peer request of vi. */
+static bool peer_join(struct kd_conn *cn, struct kd_vi *vi, struct kd_reply *r)
+{
+    int chan_fd;
+    int ufd = accept_side(cn, vi, &chan_fd, r);
+    if (ufd < 0)
+        return false;
+    cn->chan_fd = chan_fd;
+    struct via_vi_attr ra = attr_of(&cn->rreq);
+    kd_peer_connected(vi, cn, 1, cn->rreq.req_vi, &ra, ufd);
+    return true;
+}
+
+static void on_peer_request(struct kd_conn *cn)
+{
+    cn->peer = true;
+    kd_conn_set_state(cn, KD_CONN_MATCHED); /* kept until matched or withdrawn */
+    struct kd_vi *vi = kd_peer_mirror_remote(cn->host, &cn->rreq);
+    kd_debug("peer request %u from %s for via%u: %s", cn->wire_id, cn->host->name, cn->dst_nic,
+             vi ? "matched" : "kept");
+    if (!vi)
+        return;
+    struct kd_reply r = {0};
+    if (peer_join(cn, vi, &r))
+        return;
+    /* As on one host, the later request gets the error; ours stays pending
+     * unless this host could not make its side. */
+    refuse(cn->host, cn->wire_id, r.status);
+    kd_conn_free(cn);
+    if (r.status != VIP_INVALID_RELIABILITY_LEVEL)
+        kd_peer_failed(vi, r.status, r.msg);
+}
+
+/* The kept request from h that mirrors vi's request q (the oldest), or NULL. */
+static struct kd_conn *kept_for(const struct kd_host *h, const struct kd_vi *vi,
+                                const struct via_ctl_conn_request *q)
+{
+    struct kd_conn *found = NULL;
+    unsigned rnic = (unsigned)q->remote.host[4] << 8 | q->remote.host[5];
+    for (struct kd_conn *cn = kd.conns; cn; cn = cn->next) {
+        const struct via_host_conn_req *k = &cn->rreq;
+        if (cn->host == h && cn->remote_req && cn->peer && cn->state == KD_CONN_MATCHED &&
+            k->dst_nic == vi->nic->index && k->src_nic == rnic &&
+            k->dlen == q->local.discrim_len && k->req_dlen == q->remote.discrim_len &&
+            memcmp(k->discrim, q->local.discrim, k->dlen) == 0 &&
+            memcmp(k->req_discrim, q->remote.discrim, k->req_dlen) == 0)
+            found = cn; /* the list is newest first */
+    }
+    return found;
+}
+
+bool kd_remote_peer_request(struct kd_vi *vi, struct kd_host *h,
+                            const struct via_ctl_conn_request *q, struct kd_reply *r)
+{
+    if (kd.host_id < h->host_id) /* ours goes to h */
+        return send_request(vi, h, q, true, r) != NULL;
+    struct kd_conn *cn = kept_for(h, vi, q);
+    if (!cn)
+        return true; /* pending until h's request comes */
+    if (peer_join(cn, vi, r))
+        return true;
+    if (r->status != VIP_INVALID_RELIABILITY_LEVEL) { /* h's request stays otherwise */
+        refuse(h, cn->wire_id, VIP_REJECT);
+        kd_conn_free(cn);
+    }
+    return false;
+}
+
+void kd_remote_peer_withdraw(struct kd_conn *cn)
+{
+    kd_remote_end(cn, 0, true);
+    kd_conn_request_end(cn, KD_CONN_REJECTED, -1, NULL);
 }
 
 /* ---- the end of a connection ------------------------------------------------------------ */

@@ -1,0 +1,286 @@
+/*
+ * test_hosts_peer.c - peer-to-peer connections and RDMA across emulated
+ * hosts: two vipds on 127.0.0.1 (tests/lib/thosts.c), on the link of
+ * THOSTS_LINK (run_tests.sh runs this with udp, then ofi).
+ *
+ *   VipConnectPeerRequest/Done/Wait with the peer on the other host, each
+ *   host's request first (of two hosts one sends its request to the other,
+ *   which keeps it: both orders take different paths in the vipds);
+ *   over that connection, RDMA write and RDMA read with verified data
+ *   (and sends, which tell the target the write has landed);
+ *   a peer request nobody mirrors times out, is withdrawn, and a later
+ *   mirror request does not meet the stale one.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/thosts.h"
+#include "lib/tlib.h"
+
+#define RLEN (256u << 10) /* the registered region of each side */
+#define XLEN (64u << 10)  /* bytes written, and read, by RDMA */
+#define SEQ_WRITE 11u
+#define SEQ_READ 12u
+
+struct pside {
+    const struct thosts *h;
+    unsigned host, other;
+    char mine[17], theirs[17]; /* local / remote discriminators */
+    VIP_RELIABILITY_LEVEL rel;
+    bool first;  /* requests before the other side does */
+    bool writer; /* initiates the RDMA; the other side is its target */
+};
+
+struct rinfo {
+    uint64_t addr;
+    VIP_MEM_HANDLE mh;
+};
+
+/* An RDMA descriptor: the remote address segment, then one local segment. */
+static void rdma_desc(VIP_DESCRIPTOR *d, uint16_t op, const struct rinfo *remote, uint8_t *local,
+                      uint32_t len, VIP_MEM_HANDLE mh)
+{
+    memset(d, 0, tl_desc_size(2));
+    d->CS.Control = op;
+    d->CS.SegCount = 2;
+    d->CS.Length = len;
+    d->DS[0].Remote.Data.AddressBits = remote->addr;
+    d->DS[0].Remote.Handle = remote->mh;
+    VIP_DATA_SEGMENT *s = tl_seg(d, 1);
+    s->Data.Address = local;
+    s->Handle = mh;
+    s->Length = len;
+}
+
+/* Connect peer-to-peer, as s says; VIP_SUCCESS or what failed. */
+static VIP_RETURN peer_connect(struct tl_nic *t, VIP_VI_HANDLE vi, const struct pside *s,
+                               VIP_ULONG timeout, VIP_VI_ATTRIBUTES *ra)
+{
+    char other[16];
+    snprintf(other, sizeof other, "host%u", s->other);
+    VIP_NET_ADDRESS *local = tl_addr(t->nic, "localhost", s->mine);
+    VIP_NET_ADDRESS *remote = tl_addr(t->nic, other, s->theirs);
+    VIP_RETURN rc = local && remote ? VipConnectPeerRequest(vi, local, remote, timeout)
+                                    : VIP_ERROR_NAMESERVICE;
+    if (rc == VIP_SUCCESS && s->first) {
+        /* the mirror request cannot have come: the other side waits for 'r' */
+        VIP_RETURN d = VipConnectPeerDone(vi, ra);
+        if (d != VIP_NOT_DONE)
+            tl_child_fail(__FILE__, __LINE__, "PeerDone before the mirror: %d", (int)d);
+        tl_child_post('r');
+    }
+    if (rc == VIP_SUCCESS)
+        rc = VipConnectPeerWait(vi, ra);
+    free(local);
+    free(remote);
+    return rc;
+}
+
+static int peer_child(void *arg)
+{
+    const struct pside *s = arg;
+    thosts_use(s->h, s->host);
+    struct tl_nic t;
+    struct tl_buf ctl;
+    TC_RC(tl_open(&t, "via0"), VIP_SUCCESS);
+    TC_RC(tl_buf_alloc(&t, &ctl, 16384), VIP_SUCCESS);
+    uint8_t *reg = aligned_alloc(4096, RLEN);
+    TC_CHECK(reg != NULL);
+    VIP_MEM_ATTRIBUTES ma = {.Ptag = t.ptag, .EnableRdmaWrite = VIP_TRUE,
+                             .EnableRdmaRead = VIP_TRUE};
+    VIP_MEM_HANDLE mh;
+    TC_RC(VipRegisterMem(t.nic, reg, RLEN, &ma, &mh), VIP_SUCCESS);
+    VIP_VI_ATTRIBUTES va = {.ReliabilityLevel = s->rel, .MaxTransferSize = t.attr.MaxTransferSize,
+                            .Ptag = t.ptag, .EnableRdmaWrite = VIP_TRUE,
+                            .EnableRdmaRead = VIP_TRUE};
+    VIP_VI_HANDLE vi;
+    TC_RC(VipCreateVi(t.nic, &va, NULL, NULL, &vi), VIP_SUCCESS);
+    VIP_DESCRIPTOR *sd = (VIP_DESCRIPTOR *)(void *)ctl.p, *rd[2], *xd, *done;
+    rd[0] = (VIP_DESCRIPTOR *)(void *)(ctl.p + 1024);
+    rd[1] = (VIP_DESCRIPTOR *)(void *)(ctl.p + 2048);
+    xd = (VIP_DESCRIPTOR *)(void *)(ctl.p + 3072);
+    struct rinfo *mine = (struct rinfo *)(void *)(ctl.p + 8192);
+    struct rinfo *theirs = (struct rinfo *)(void *)(ctl.p + 8192 + 1024);
+    uint8_t *rbuf2 = ctl.p + 8192 + 2048;
+    tl_desc_1(rd[0], theirs, sizeof *theirs, ctl.mh);
+    tl_desc_1(rd[1], rbuf2, 64, ctl.mh);
+    for (int i = 0; i < 2; i++)
+        TC_RC(VipPostRecv(vi, rd[i], ctl.mh), VIP_SUCCESS);
+    if (!s->first)
+        TC_CHECK(tl_child_take(-1) == 'g');
+
+    VIP_VI_ATTRIBUTES ra;
+    TC_RC(peer_connect(&t, vi, s, 20000, &ra), VIP_SUCCESS);
+    TC_CHECK(tl_vi_state(vi) == VIP_STATE_CONNECTED);
+    TC_CHECK(ra.ReliabilityLevel == s->rel && ra.EnableRdmaWrite && ra.EnableRdmaRead);
+
+    /* Each side tells the other where its region is. */
+    if (s->writer)
+        tl_fill(reg, XLEN, SEQ_WRITE); /* what it writes */
+    else
+        tl_fill(reg, XLEN, SEQ_READ); /* what the writer reads; it writes at XLEN */
+    *mine = (struct rinfo){(uint64_t)(uintptr_t)reg, mh};
+    tl_desc_1(sd, mine, sizeof *mine, ctl.mh);
+    TC_RC(VipPostSend(vi, sd, ctl.mh), VIP_SUCCESS);
+    TC_RC(VipSendWait(vi, 20000, &done), VIP_SUCCESS);
+    TC_CHECK(done == sd && !(sd->CS.Status & VIP_STATUS_ERROR_MASK));
+    TC_RC(VipRecvWait(vi, 20000, &done), VIP_SUCCESS);
+    TC_CHECK(done == rd[0] && !(done->CS.Status & VIP_STATUS_ERROR_MASK));
+
+    if (s->writer) {
+        struct rinfo at = {theirs->addr + XLEN, theirs->mh};
+        rdma_desc(xd, VIP_CONTROL_OP_RDMAWRITE, &at, reg, XLEN, mh);
+        TC_RC(VipPostSend(vi, xd, ctl.mh), VIP_SUCCESS);
+        TC_RC(VipSendWait(vi, 20000, &done), VIP_SUCCESS);
+        if (done != xd || (xd->CS.Status & VIP_STATUS_ERROR_MASK))
+            tl_child_fail(__FILE__, __LINE__, "RDMA write: status %#x",
+                          (unsigned)done->CS.Status);
+        TC_CHECK((xd->CS.Status & VIP_STATUS_OP_MASK) == VIP_STATUS_OP_RDMA_WRITE);
+        /* RDMA read of the target's first XLEN bytes into ours at XLEN */
+        memset(reg + XLEN, 0, XLEN);
+        rdma_desc(xd, VIP_CONTROL_OP_RDMAREAD, theirs, reg + XLEN, XLEN, mh);
+        TC_RC(VipPostSend(vi, xd, ctl.mh), VIP_SUCCESS);
+        TC_RC(VipSendWait(vi, 20000, &done), VIP_SUCCESS);
+        TC_CHECK(done == xd && !(xd->CS.Status & VIP_STATUS_ERROR_MASK));
+        TC_CHECK((xd->CS.Status & VIP_STATUS_OP_MASK) == VIP_STATUS_OP_RDMA_READ);
+        TC_CHECK(tl_verify(reg + XLEN, XLEN, SEQ_READ) == -1);
+        /* "written": sent after the write, so it arrives after it */
+        TC_RC(VipPostSend(vi, sd, ctl.mh), VIP_SUCCESS);
+        TC_RC(VipSendWait(vi, 20000, &done), VIP_SUCCESS);
+        TC_RC(VipRecvWait(vi, 20000, &done), VIP_SUCCESS); /* the target has checked */
+        TC_CHECK(done == rd[1] && !(done->CS.Status & VIP_STATUS_ERROR_MASK));
+    } else {
+        TC_RC(VipRecvWait(vi, 20000, &done), VIP_SUCCESS);
+        TC_CHECK(done == rd[1] && !(done->CS.Status & VIP_STATUS_ERROR_MASK));
+        TC_CHECK(tl_verify(reg + XLEN, XLEN, SEQ_WRITE) == -1);
+        TC_CHECK(tl_verify(reg, XLEN, SEQ_READ) == -1); /* the read left it alone */
+        TC_RC(VipPostSend(vi, sd, ctl.mh), VIP_SUCCESS);
+        TC_RC(VipSendWait(vi, 20000, &done), VIP_SUCCESS);
+        /* the writer's last receive done: our disconnect cannot overtake it */
+        TC_CHECK(tl_child_take(-1) == 'q');
+    }
+    TC_CHECK(tl_child_post('d') == 0);
+    VipDisconnect(vi);
+    return 0;
+}
+
+/* host0 (the writer) and host1 connect peer-to-peer; host `first` requests first. */
+static void peer_rdma(VIP_RELIABILITY_LEVEL rel, unsigned first)
+{
+    struct thosts h;
+    if (thosts_start(&h, 2, NULL) != 0) {
+        CU_FAIL("could not start two vipds");
+        return;
+    }
+    struct pside s[2];
+    char a[17], b[17];
+    tl_discrim(a, "pa");
+    tl_discrim(b, "pb");
+    for (unsigned i = 0; i < 2; i++) {
+        s[i] = (struct pside){&h, i, 1 - i, "", "", rel, i == first, i == 0};
+        snprintf(s[i].mine, sizeof s[i].mine, "%s", i ? b : a);
+        snprintf(s[i].theirs, sizeof s[i].theirs, "%s", i ? a : b);
+    }
+    struct tl_child c[2];
+    unsigned f = first, o = 1 - first;
+    bool f_up = tl_spawn(&c[f], peer_child, &s[f]) == 0;
+    bool o_up = f_up && tl_spawn(&c[o], peer_child, &s[o]) == 0;
+    CU_ASSERT(f_up && o_up);
+    if (o_up) {
+        CU_ASSERT_EQUAL(tl_parent_take(&c[f], 20000), 'r');
+        tl_parent_post(&c[o], 'g');
+        CU_ASSERT_EQUAL(tl_parent_take(&c[0], 30000), 'd'); /* the writer is done */
+        tl_parent_post(&c[1], 'q');
+        TCHILD_OK(&c[0], 30000);
+        TCHILD_OK(&c[1], 30000);
+    }
+    if (o_up || f_up)
+        tl_child_kill(&c[f]);
+    if (o_up)
+        tl_child_kill(&c[o]);
+    thosts_stop(&h);
+}
+
+static void test_peer_rdma_host0_first(void)
+{
+    peer_rdma(VIP_SERVICE_RELIABLE_DELIVERY, 0);
+}
+
+static void test_peer_rdma_host1_first(void)
+{
+    peer_rdma(VIP_SERVICE_RELIABLE_RECEPTION, 1);
+}
+
+/* ---- a peer request that nobody mirrors ------------------------------------------------ */
+
+static int lonely_child(void *arg)
+{
+    const struct pside *s = arg;
+    thosts_use(s->h, s->host);
+    struct tl_nic t;
+    VIP_VI_HANDLE vi;
+    TC_RC(tl_open(&t, "via0"), VIP_SUCCESS);
+    TC_RC(tl_vi(&t, s->rel, NULL, NULL, &vi), VIP_SUCCESS);
+    VIP_VI_ATTRIBUTES ra;
+    TC_RC(peer_connect(&t, vi, s, 300, &ra), VIP_TIMEOUT);
+    TC_CHECK(tl_vi_state(vi) == VIP_STATE_IDLE);
+    TC_CHECK(tl_child_post('t') == 0);
+    return 0;
+}
+
+/* One side's request times out; then the mirror request of the other
+ * side must not meet it (it was withdrawn) and times out too. */
+static void lonely(unsigned first)
+{
+    struct thosts h;
+    if (thosts_start(&h, 2, NULL) != 0) {
+        CU_FAIL("could not start two vipds");
+        return;
+    }
+    char a[17], b[17];
+    tl_discrim(a, "la");
+    tl_discrim(b, "lb");
+    for (unsigned k = 0; k < 2; k++) {
+        unsigned i = k ? 1 - first : first;
+        struct pside s = {&h, i, 1 - i, "", "", VIP_SERVICE_RELIABLE_DELIVERY, false, false};
+        snprintf(s.mine, sizeof s.mine, "%s", i ? b : a);
+        snprintf(s.theirs, sizeof s.theirs, "%s", i ? a : b);
+        struct tl_child c;
+        if (tl_spawn(&c, lonely_child, &s) != 0) {
+            CU_FAIL("fork");
+            break;
+        }
+        tl_parent_post(&c, 'g');
+        CU_ASSERT_EQUAL(tl_parent_take(&c, 20000), 't');
+        TCHILD_OK(&c, 20000);
+    }
+    thosts_stop(&h);
+}
+
+static void test_peer_timeout_host0_first(void)
+{
+    lonely(0);
+}
+
+static void test_peer_timeout_host1_first(void)
+{
+    lonely(1);
+}
+
+static const struct tl_test tests[] = {
+    TL_TEST(test_peer_rdma_host0_first),
+    TL_TEST(test_peer_rdma_host1_first),
+    TL_TEST(test_peer_timeout_host0_first),
+    TL_TEST(test_peer_timeout_host1_first),
+    TL_END,
+};
+
+int main(int argc, char **argv)
+{
+    setenv("VIPD_HOST_TIMEOUT_MS", "2000", 1);
+    setenv("VIPD_HB_MS", "200", 1);
+    setenv("VIP_NET_TIMEOUT_MS", "2000", 1);
+    return tl_main(argc, argv, "hosts_peer", tests);
+}
