@@ -433,6 +433,35 @@ static void test_rx_uses_header_copy(void)
     teardown();
 }
 
+/* The UDP link's CRC-32C (fw_net.c): its check value, and the three-lane
+ * hardware path equal to the byte-wise one at every length around its
+ * block sizes (3 x 2048, 3 x 256), start offset and seed. */
+static void test_crc32c_lanes(void)
+{
+    CU_ASSERT_EQUAL(via_crc32c(0, "123456789", 9), 0xE3069283u);
+    enum { MAX = 3 * 2048 * 3 + 3 * 256 * 2 + 64 };
+    uint8_t *b = malloc(MAX + 8);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    uint32_t x = 12345;
+    for (unsigned i = 0; i < MAX + 8; i++) {
+        x = x * 1103515245u + 12345u;
+        b[i] = (uint8_t)(x >> 16);
+    }
+    static const unsigned edge[] = {0, 1, 7, 8, 767, 768, 769, 1535, 1536, 6143, 6144, 6145,
+                                    6144 + 768, 12288 + 1600, 16448, MAX};
+    unsigned bad = 0;
+    for (unsigned e = 0; e < sizeof edge / sizeof edge[0]; e++)
+        for (unsigned off = 0; off < 8; off += 3)
+            for (unsigned d = 0; d < 3 && edge[e] + d <= MAX; d++) {
+                uint32_t seed = off * 0x9E3779B9u;
+                if (via_crc32c(seed, b + off, edge[e] + d) !=
+                    via_crc32c_ref(seed, b + off, edge[e] + d))
+                    bad++;
+            }
+    CU_ASSERT_EQUAL(bad, 0);
+    free(b);
+}
+
 int main(int argc, char **argv)
 {
     static const struct tl_test tests[] = {
@@ -443,6 +472,7 @@ int main(int argc, char **argv)
         TL_TEST(test_wire_check_v2_fields),
         TL_TEST(test_link_peek_copies_once),
         TL_TEST(test_rx_uses_header_copy),
+        TL_TEST(test_crc32c_lanes),
         TL_END,
     };
     return tl_main(argc, argv, "firmware link", tests);
