@@ -176,6 +176,11 @@ struct kd_vi *kd_conn_request_check(struct kd_session *s, const struct via_ctl_c
 void kd_conn_request_end(struct kd_conn *cn, enum kd_conn_state st, int32_t status,
                          const char *msg)
 {
+    /* Our peer request kept by another host: withdrawn there too (its
+     * timeout, a cancel, the process's end), or a later mirror request
+     * there would meet it. */
+    if (cn->peer && cn->host && !cn->remote_req && cn->state == KD_CONN_MATCHED)
+        kd_remote_end(cn, 0, true);
     kd_conn_set_state(cn, st);
     if (cn->remote_req && status >= 0)
         kd_remote_refuse(cn, status); /* the requester is another host's */

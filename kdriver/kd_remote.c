@@ -412,8 +412,7 @@ bool kd_remote_peer_request(struct kd_vi *vi, struct kd_host *h,
 
 void kd_remote_peer_withdraw(struct kd_conn *cn)
 {
-    kd_remote_end(cn, 0, true);
-    kd_conn_request_end(cn, KD_CONN_REJECTED, -1, NULL);
+    kd_conn_request_end(cn, KD_CONN_REJECTED, -1, NULL); /* tells h (CONN_END) */
 }
 
 /* ---- the end of a connection ------------------------------------------------------------ */

@@ -8,8 +8,8 @@
  *   which keeps it: both orders take different paths in the vipds);
  *   over that connection, RDMA write and RDMA read with verified data
  *   (and sends, which tell the target the write has landed);
- *   a peer request nobody mirrors times out, is withdrawn, and a later
- *   mirror request does not meet the stale one.
+ *   a peer request nobody mirrors times out, or its process exits, and
+ *   is withdrawn: a later mirror request does not meet the stale one.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -31,6 +31,7 @@ struct pside {
     VIP_RELIABILITY_LEVEL rel;
     bool first;  /* requests before the other side does */
     bool writer; /* initiates the RDMA; the other side is its target */
+    bool leaves; /* lonely_child: requests, then exits without a word */
 };
 
 struct rinfo {
@@ -167,19 +168,15 @@ static int peer_child(void *arg)
 }
 
 /* host0 (the writer) and host1 connect peer-to-peer; host `first` requests first. */
-static void peer_rdma(VIP_RELIABILITY_LEVEL rel, unsigned first)
+static void peer_rdma_once(const struct thosts *hp, VIP_RELIABILITY_LEVEL rel, unsigned first)
 {
-    struct thosts h;
-    if (thosts_start(&h, 2, NULL) != 0) {
-        CU_FAIL("could not start two vipds");
-        return;
-    }
+    struct thosts h = *hp;
     struct pside s[2];
     char a[17], b[17];
     tl_discrim(a, "pa");
     tl_discrim(b, "pb");
     for (unsigned i = 0; i < 2; i++) {
-        s[i] = (struct pside){&h, i, 1 - i, "", "", rel, i == first, i == 0};
+        s[i] = (struct pside){&h, i, 1 - i, "", "", rel, i == first, i == 0, false};
         snprintf(s[i].mine, sizeof s[i].mine, "%s", i ? b : a);
         snprintf(s[i].theirs, sizeof s[i].theirs, "%s", i ? a : b);
     }
@@ -200,17 +197,30 @@ static void peer_rdma(VIP_RELIABILITY_LEVEL rel, unsigned first)
         tl_child_kill(&c[f]);
     if (o_up)
         tl_child_kill(&c[o]);
+}
+
+/* Either host first, on one pair of vipds: the host ids (of random ports)
+ * decide which host sends and which keeps; so both paths run. */
+static void peer_rdma(VIP_RELIABILITY_LEVEL rel)
+{
+    struct thosts h;
+    if (thosts_start(&h, 2, NULL) != 0) {
+        CU_FAIL("could not start two vipds");
+        return;
+    }
+    peer_rdma_once(&h, rel, 0);
+    peer_rdma_once(&h, rel, 1);
     thosts_stop(&h);
 }
 
-static void test_peer_rdma_host0_first(void)
+static void test_peer_rdma_reliable_delivery(void)
 {
-    peer_rdma(VIP_SERVICE_RELIABLE_DELIVERY, 0);
+    peer_rdma(VIP_SERVICE_RELIABLE_DELIVERY);
 }
 
-static void test_peer_rdma_host1_first(void)
+static void test_peer_rdma_reliable_reception(void)
 {
-    peer_rdma(VIP_SERVICE_RELIABLE_RECEPTION, 1);
+    peer_rdma(VIP_SERVICE_RELIABLE_RECEPTION);
 }
 
 /* ---- a peer request that nobody mirrors ------------------------------------------------ */
@@ -224,27 +234,48 @@ static int lonely_child(void *arg)
     TC_RC(tl_open(&t, "via0"), VIP_SUCCESS);
     TC_RC(tl_vi(&t, s->rel, NULL, NULL, &vi), VIP_SUCCESS);
     VIP_VI_ATTRIBUTES ra;
+    if (s->leaves) {
+        char other[16];
+        snprintf(other, sizeof other, "host%u", s->other);
+        VIP_NET_ADDRESS *local = tl_addr(t.nic, "localhost", s->mine);
+        VIP_NET_ADDRESS *remote = tl_addr(t.nic, other, s->theirs);
+        TC_CHECK(local && remote);
+        TC_RC(VipConnectPeerRequest(vi, local, remote, 20000), VIP_SUCCESS);
+        TC_CHECK(tl_child_post('t') == 0);
+        return 0;
+    }
     TC_RC(peer_connect(&t, vi, s, 300, &ra), VIP_TIMEOUT);
     TC_CHECK(tl_vi_state(vi) == VIP_STATE_IDLE);
     TC_CHECK(tl_child_post('t') == 0);
     return 0;
 }
 
-/* One side's request times out; then the mirror request of the other
- * side must not meet it (it was withdrawn) and times out too. */
-static void lonely(unsigned first)
+/* The vipd of host i has no session left (the one of a child gone). */
+static bool sessions_gone(const struct thosts *h, unsigned i)
 {
-    struct thosts h;
-    if (thosts_start(&h, 2, NULL) != 0) {
-        CU_FAIL("could not start two vipds");
-        return;
+    char out[8192];
+    for (uint64_t end = tl_now_ms() + 10000; tl_now_ms() < end;) {
+        thosts_use(h, i);
+        const char *l = tl_vipctl("nics", out, sizeof out) == 0 ? strstr(out, "sessions:") : NULL;
+        if (l && strtoul(l + strlen("sessions:"), NULL, 10) == 0)
+            return true;
     }
+    return false;
+}
+
+/* One side's request times out (leaves: its process exits instead); then
+ * the mirror request of the other side must not meet it (it was
+ * withdrawn) and times out too. */
+static void lonely_once(const struct thosts *hp, unsigned first, bool leaves)
+{
+    struct thosts h = *hp;
     char a[17], b[17];
     tl_discrim(a, "la");
     tl_discrim(b, "lb");
     for (unsigned k = 0; k < 2; k++) {
         unsigned i = k ? 1 - first : first;
-        struct pside s = {&h, i, 1 - i, "", "", VIP_SERVICE_RELIABLE_DELIVERY, false, false};
+        struct pside s = {&h, i, 1 - i, "", "", VIP_SERVICE_RELIABLE_DELIVERY, false, false,
+                          leaves && k == 0};
         snprintf(s.mine, sizeof s.mine, "%s", i ? b : a);
         snprintf(s.theirs, sizeof s.theirs, "%s", i ? a : b);
         struct tl_child c;
@@ -255,25 +286,39 @@ static void lonely(unsigned first)
         tl_parent_post(&c, 'g');
         CU_ASSERT_EQUAL(tl_parent_take(&c, 20000), 't');
         TCHILD_OK(&c, 20000);
+        if (k == 0 && leaves) /* its vipd has seen it go (and told the other) */
+            CU_ASSERT(sessions_gone(&h, i));
     }
+}
+
+/* Either host first, on one pair of vipds (see peer_rdma). */
+static void lonely(bool leaves)
+{
+    struct thosts h;
+    if (thosts_start(&h, 2, NULL) != 0) {
+        CU_FAIL("could not start two vipds");
+        return;
+    }
+    lonely_once(&h, 0, leaves);
+    lonely_once(&h, 1, leaves);
     thosts_stop(&h);
 }
 
-static void test_peer_timeout_host0_first(void)
+static void test_peer_timeout(void)
 {
-    lonely(0);
+    lonely(false);
 }
 
-static void test_peer_timeout_host1_first(void)
+static void test_peer_process_leaves(void)
 {
-    lonely(1);
+    lonely(true);
 }
 
 static const struct tl_test tests[] = {
-    TL_TEST(test_peer_rdma_host0_first),
-    TL_TEST(test_peer_rdma_host1_first),
-    TL_TEST(test_peer_timeout_host0_first),
-    TL_TEST(test_peer_timeout_host1_first),
+    TL_TEST(test_peer_rdma_reliable_delivery),
+    TL_TEST(test_peer_rdma_reliable_reception),
+    TL_TEST(test_peer_timeout),
+    TL_TEST(test_peer_process_leaves),
     TL_END,
 };
 
