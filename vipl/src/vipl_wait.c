@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -154,6 +155,21 @@ static bool pop_done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out)
     return got;
 }
 
+/*
+ * A program that polls Done in a loop holds its core while nothing comes.
+ * When the machine has more busy threads than cores (both ends of a
+ * connection on one core, for a while), the peer it waits for may be
+ * queued behind it on that very core, and a poll cannot succeed before the
+ * scheduler's next tick: each such slice moves only what the peer produced
+ * in its last one (a window of sends). So a thread whose polls found
+ * nothing IDLE_POLLS times in a row (tens of microseconds of spinning)
+ * offers its core once (sched_yield, as MPI libraries do when idle). With
+ * a core of its own it gets it straight back: one system call per that
+ * many empty polls, and none while completions keep coming.
+ */
+#define IDLE_POLLS 1024u
+static _Thread_local uint32_t idle_polls;
+
 /* Progress one VI and pop a completed descriptor of one of its queues.
  * *held: a paced effect that is known but held until its modelled time. */
 static VIP_RETURN done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out, uint64_t *held)
@@ -165,6 +181,12 @@ static VIP_RETURN done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out, uint6
         *held = h;
     VIP_RETURN rc = pop_done(vi, recv, out) ? VIP_SUCCESS : VIP_NOT_DONE;
     vipl_deliver_error(vi);
+    if (rc == VIP_SUCCESS) {
+        idle_polls = 0;
+    } else if (++idle_polls >= IDLE_POLLS) {
+        idle_polls = 0;
+        sched_yield();
+    }
     return rc;
 }
 
