@@ -305,6 +305,10 @@ void fw_vi_error(struct fw_vi *vi, uint32_t code, uint64_t desc_va);
 /* Set vi_id's arrival bit on an event page (UINT32_MAX: none) and wake a
  * sleeper of that page if one asked to be woken. */
 void fw_notify(struct via_event_page *ev, uint32_t vi_id);
+/* The asymmetric fence of the wake-up protocol (fw_cmpl.c): register this
+ * process once (nic_create), and the waiter's side, after (a). */
+void fw_asym_init(void);
+void fw_sleep_fence(void);
 /* The wakes owed by this turn of the NIC (vi->lock held): called at the
  * end of every turn (fw_nic.c). */
 void fw_vi_wakes(struct fw_vi *vi);

@@ -258,7 +258,7 @@ VIP_RETURN vipl_wait(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn read
         struct via_event_page *ev = n->ev;
         uint32_t seq = atomic_load(&ev->seq);
         atomic_fetch_add(&ev->sleepers, 1); /* (a) of fw_notify's protocol */
-        atomic_thread_fence(memory_order_seq_cst);
+        nic_sleep_fence();
         held = 0;
         if (ready(arg, &held)) { /* (b) */
             atomic_fetch_sub(&ev->sleepers, 1);
