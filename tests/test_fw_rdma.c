@@ -105,54 +105,6 @@ static void test_rdma_write_lands(void)
     }
 }
 
-/* When the target's ACK goes: on reliable delivery with the first fragment
- * (the whole range is checked there: the verdict is all the initiator
- * waits for), on reliable reception and with immediate data only after the
- * last one is placed. */
-static void test_rdma_write_ack_point(void)
-{
-    static const struct {
-        uint32_t rel;
-        uint8_t imm;
-        bool early;
-    } cases[] = {{VIP_SERVICE_RELIABLE_DELIVERY, 0, true},
-                 {VIP_SERVICE_RELIABLE_DELIVERY, VIA_PKT_IMM, false},
-                 {VIP_SERVICE_RELIABLE_RECEPTION, 0, false}};
-    for (unsigned c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        setup(cases[c].rel, 1);
-        set_vi(F.b, PTAG_A, VIA_MAX_TRANSFER, true);
-        VIP_DESCRIPTOR *rd = at(OFF_RDESC);
-        tl_desc_1(rd, F.mem + OFF_RDATA, 4096, F.mh);
-        post_recv(F.b, rd, F.mh);
-        uint8_t src[1500];
-        tl_fill(src, sizeof src, 21);
-        uint64_t raddr = (uint64_t)(uintptr_t)F.rdma;
-        inject(0, rdma_hdr(1, VIA_PKT_FIRST | cases[c].imm, 1500, 0, 1000, F.mh_rdma, raddr),
-               src);
-        progress(F.b);
-        struct via_wire_hdr h;
-        CU_ASSERT_EQUAL(look(1, &h), cases[c].early);
-        if (cases[c].early) {
-            CU_ASSERT_EQUAL(h.type, VIA_PKT_ACK);
-            CU_ASSERT_EQUAL(h.ack_seq, 1);
-        }
-        inject(0, rdma_hdr(1, VIA_PKT_LAST | cases[c].imm, 1500, 1000, 500, F.mh_rdma, raddr),
-               src + 1000);
-        progress(F.b);
-        CU_ASSERT_EQUAL(tl_verify(F.rdma, 1500, 21), -1);
-        /* one ACK in all, for message 1 */
-        CU_ASSERT_TRUE_FATAL(look(1, &h));
-        CU_ASSERT_EQUAL(h.type, VIA_PKT_ACK);
-        CU_ASSERT_EQUAL(h.ack_seq, 1);
-        const uint8_t *pl;
-        CU_ASSERT_EQUAL_FATAL(fw_link_peek(&F.chan->dir[1], &h, &pl), FW_LINK_PACKET);
-        fw_link_consume(&F.chan->dir[1], &h);
-        CU_ASSERT_FALSE(look(1, &h));
-        CU_ASSERT_TRUE(no_error(F.b));
-        teardown();
-    }
-}
-
 enum rdma_bad {
     BAD_REGION_NO_ENABLE,
     BAD_REGION_READ_ONLY,
@@ -599,7 +551,6 @@ int main(int argc, char **argv)
 {
     static const struct tl_test tests[] = {
         TL_TEST(test_rdma_write_lands),
-        TL_TEST(test_rdma_write_ack_point),
         TL_TEST(test_rdma_write_refused),
         TL_TEST(test_rdma_write_later_fragments_in_range),
         TL_TEST(test_rdma_read_packets_refused),
