@@ -315,15 +315,6 @@ static void op_send(struct fw_vi *vi, const struct via_wire_hdr *h, const uint8_
         vi->rx = FW_RX_IDLE;
 }
 
-/* Reliable delivery completes a write on the target's verdict on its
- * region (spec-notes/rdma.md), which the first fragment settles: the ACK
- * goes then. Reliable reception waits for the placing of the last byte,
- * and a write with immediate data for its receive descriptor. */
-static bool rdma_write_early_ack(const struct fw_vi *vi, const struct via_wire_hdr *h)
-{
-    return vi->reliability == VIP_SERVICE_RELIABLE_DELIVERY && !(h->flags & VIA_PKT_IMM);
-}
-
 /* RDMA_WRITE: the responder places each fragment at raddr + frag_off after
  * checking the whole target range; with immediate data the last fragment
  * also completes a receive descriptor (no data goes into its segments). */
@@ -348,13 +339,6 @@ static void op_rdma_write(struct fw_vi *vi, const struct via_wire_hdr *h,
         uint32_t prot = vi->rdma_write ? fw_tpt_check_rdma(vi, h->rkey, h->raddr, h->msg_len,
                                                              VIA_TPT_RDMA_WRITE)
                                        : VIP_STATUS_PROTECTION_ERROR;
-        if (!prot && !vi->in_error && rdma_write_early_ack(vi, h)) {
-            /* The verdict is all the initiator waits for: it goes now,
-             * so the initiator's next message overlaps the placing of
-             * the rest of this one. */
-            vi->ack_owed = h->msg_seq;
-            rx_answer(vi);
-        }
         if (prot || vi->in_error) {
             vi->rx = FW_RX_DISCARD;
             if (prot) {
@@ -393,7 +377,7 @@ static void op_rdma_write(struct fw_vi *vi, const struct via_wire_hdr *h,
             return;
         }
     }
-    if (vi->reliability != VIP_SERVICE_UNRELIABLE && !rdma_write_early_ack(vi, h)) {
+    if (vi->reliability != VIP_SERVICE_UNRELIABLE) {
         vi->ack_owed = h->msg_seq;
         rx_answer(vi);
     }
