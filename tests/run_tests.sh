@@ -240,7 +240,7 @@ if [ "$matrix" != none ]; then
         echo "-- THOSTS_LINK=ofi"
         THOSTS_LINK=ofi
         export THOSTS_LINK
-        run_suite " [link ofi]" test_hosts
+        run_suite " [link ofi]" test_hosts test_am2_spmd:across_hosts
         unset THOSTS_LINK
     fi
 fi

@@ -180,9 +180,16 @@ static void test_spmd_across_hosts(void)
         setenv("AMRUN_RDV_HOST", "127.0.0.1", 1);
         setenv("AM2_TEST_RDV", "1", 1);
         setenv("AM2_TEST_NRANKS", "2", 1);
+        /* amrun passes VIP* variables on to the ranks: this test's own
+         * VIPD_SOCKET would override the fake ssh's choice of vipd */
+        char *own = getenv("VIPD_SOCKET") ? strdup(getenv("VIPD_SOCKET")) : NULL;
+        unsetenv("VIPD_SOCKET");
         nic_override = "via0";
         ok = amrun_on("2", "ok", "40", 45000, hf);
         nic_override = NULL;
+        if (own)
+            setenv("VIPD_SOCKET", own, 1);
+        free(own);
         unsetenv("AMRUN_SSH");
         unsetenv("AMRUN_RDV_HOST");
         unsetenv("AM2_TEST_RDV");
