@@ -12,6 +12,14 @@
 #   1 MiB bandwidth                           VIPL / UDP, target >= 50%
 #   1 MiB goodput under 1% loss               lossy / lossless pair of vipds
 #
+# Then the libfabric link (a pair of vipds with --link ofi, provider
+# tcp;ofi_rxm) against libfabric itself between two processes, same
+# statistic on both sides:
+#   4-byte one-way latency (mean)   VIPL / fi_pingpong -p tcp -e rdm, target <= 1.5x
+#   1 MiB ping-pong bandwidth       VIPL / fi_pingpong -S 1 MiB,     target >= 70%
+#   1 MiB streaming bandwidth       VIPL / bench/fi_stream (plain libfabric, 16 in
+#                                   flight as vip_send_bw), target >= 70%
+#
 # Each figure is the median of RUNS runs (3; --quick: 1). Prints one line
 # per figure with the ratio and its target.
 set -u
@@ -23,10 +31,12 @@ BIN=$B/bin
 RUNS=3
 LAT_N=20000
 BW_N=300
+PP_N=300
 if [ "${1:-}" = "--quick" ]; then
     RUNS=1
     LAT_N=5000
     BW_N=100
+    PP_N=100
 fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/viphosts.XXXXXX")
@@ -119,3 +129,41 @@ for side in a b; do
     "$BIN/vipctl" -s "$WORK/lossy-$side.sock" net
 done | awk '/^(retransmits|nacks_got|fault_drop) / { n[$1] += $2 }
     END { printf "  (lossy pair, both hosts: %d frames dropped by --faults, %d NACKs taken, %d retransmissions)\n", n["fault_drop"], n["nacks_got"], n["retransmits"] }'
+
+# ---- the libfabric link ------------------------------------------------------------
+start_pair ofi $((BASE + 4)) --link ofi || exit 1
+# vip_send_lat's columns: size iters min median p90 p99 max avg (one-way, us)
+ofi_lat() { across ofi "$BIN/vip_send_lat" -s 4 -n $LAT_N | col 4 8; }
+ofi_pp() { across ofi "$BIN/vip_send_lat" -s 1M -n $PP_N | col 1048576 8 |
+    awk '{ printf "%.1f\n", 1048576 / $1 }'; }
+ofi_bw() { across ofi "$BIN/vip_send_bw" -s 1M -n $BW_N | col 1048576 4; }
+fis_bw() { "$BIN/fi_stream" -s 1048576 -n $BW_N -w 16 --csv | awk -F, '{ print $4 }'; }
+# fi_pingpong runs in this shell (fi_run keeps its port and server there),
+# on control ports past the vipds' listening ones.
+FI_PORT=$((BASE + 100))
+fi_lat_all=
+fi_pp_all=
+i=0
+while [ $i -lt $RUNS ]; do
+    FI_RUN_PROV=tcp fi_run 4 $LAT_N
+    fi_lat_all="$fi_lat_all $FI_USEC"
+    FI_RUN_PROV=tcp fi_run 1048576 $PP_N
+    fi_pp_all="$fi_pp_all $FI_MBS"
+    i=$((i + 1))
+done
+lat_o=$(runs ofi_lat | median)
+lat_f=$(printf '%s\n' $fi_lat_all | median)
+pp_o=$(runs ofi_pp | median)
+pp_f=$(printf '%s\n' $fi_pp_all | median)
+bw_o=$(runs ofi_bw | median)
+bw_f=$(runs fis_bw | median)
+
+echo
+echo "libfabric link (--link ofi, tcp;ofi_rxm) between two vipds on 127.0.0.1 (median of $RUNS runs;"
+echo "the reference: libfabric itself between two processes, fi_pingpong -p tcp -e rdm and bench/fi_stream)"
+awk -v v="$lat_o" -v u="$lat_f" 'BEGIN {
+    r = v / u; printf "  4 B one-way latency (mean) : VIPL %8.2f us   libfabric %8.2f us   ratio %5.2fx  (target <= 1.5x) %s\n", v, u, r, (r <= 1.5 ? "met" : "NOT met") }'
+awk -v v="$pp_o" -v u="$pp_f" 'BEGIN {
+    r = v / u; printf "  1 MiB ping-pong bandwidth  : VIPL %8.1f MB/s libfabric %8.1f MB/s ratio %5.0f%%  (target >= 70%%) %s\n", v, u, 100 * r, (r >= 0.7 ? "met" : "NOT met") }'
+awk -v v="$bw_o" -v u="$bw_f" 'BEGIN {
+    r = v / u; printf "  1 MiB streaming bandwidth  : VIPL %8.1f MB/s libfabric %8.1f MB/s ratio %5.0f%%  (target >= 70%%) %s\n", v, u, 100 * r, (r >= 0.7 ? "met" : "NOT met") }'

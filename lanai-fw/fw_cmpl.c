@@ -8,6 +8,10 @@
  */
 #include <limits.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -39,6 +43,59 @@
  * this is one fence and two loads of lines nobody else writes, which stay
  * shared between the cores; RMWs there would bounce them per message.
  */
+/*
+ * The asymmetric form of (2) for wakes owed only to our own process (a
+ * completion of ours, no packet for the peer): waiters of our event page
+ * are threads of this process (a host in a wait, the NIC's thread), so
+ * instead of every completion paying a full fence, a waiter about to sleep
+ * pays membarrier(PRIVATE_EXPEDITED) after (a): it makes every running
+ * thread of the process execute a full barrier, so either the producer's
+ * status store came before that barrier (and (b) sees it) or its load of
+ * sleepers comes after it (and sees the waiter). Registered once per
+ * process (again in a child after fork: registration is not inherited);
+ * where the kernel has no membarrier every side keeps the full fence.
+ */
+enum { ASYM_UNKNOWN, ASYM_ON, ASYM_OFF };
+static _Atomic int asym = ASYM_UNKNOWN;
+static pthread_mutex_t asym_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool asym_atfork;
+
+static void asym_child(void)
+{
+    atomic_store(&asym, ASYM_UNKNOWN);
+}
+
+void fw_asym_init(void)
+{
+    if (atomic_load(&asym) != ASYM_UNKNOWN)
+        return;
+    pthread_mutex_lock(&asym_lock);
+    if (atomic_load(&asym) == ASYM_UNKNOWN) {
+        if (!asym_atfork)
+            asym_atfork = pthread_atfork(NULL, NULL, asym_child) == 0;
+        bool ok = asym_atfork &&
+                  syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+        atomic_store(&asym, ok ? ASYM_ON : ASYM_OFF);
+    }
+    pthread_mutex_unlock(&asym_lock);
+}
+
+void fw_sleep_fence(void)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&asym, memory_order_relaxed) == ASYM_ON)
+        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+}
+
+/* (2) for a turn that owes a wake to our own process only. */
+static inline void local_fence(void)
+{
+    if (atomic_load_explicit(&asym, memory_order_relaxed) == ASYM_ON)
+        atomic_signal_fence(memory_order_seq_cst); /* the waiter's membarrier pays */
+    else
+        atomic_thread_fence(memory_order_seq_cst);
+}
+
 /* (3) and (4): the bit, only if a consumer has cleared it. */
 static void set_arrived(struct via_event_page *ev, uint32_t vi_id)
 {
@@ -107,7 +164,10 @@ void fw_vi_wakes(struct fw_vi *vi)
 {
     if (!vi->owe_peer && !vi->owe_local)
         return;
-    atomic_thread_fence(memory_order_seq_cst); /* (2) */
+    if (vi->owe_peer)
+        atomic_thread_fence(memory_order_seq_cst); /* (2) */
+    else
+        local_fence(); /* (2), paid by our own sleepers */
     struct via_event_page *pe = vi->owe_peer ? vi->peer_ev : NULL;
     bool me = vi->owe_local;
     vi->owe_peer = vi->owe_local = false;

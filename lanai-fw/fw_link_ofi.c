@@ -347,8 +347,12 @@ static void up_turn(struct fw_ofil *o, uint64_t now)
     if (o->unanswered_ns || o->nunsent || fw_ofi_sends_pending(o->ofi) || now < o->drive_until)
         due = now + OFI_DRIVE_NS;
     /* libfabric's rule for sleeping on its wait descriptor: trywait after
-     * progress (it re-arms the descriptor). Work still there: at once. */
-    if (!o->have_cur && !fw_ofi_trywait(o->ofi))
+     * progress (it re-arms the descriptor). Work still there: at once.
+     * It costs system calls, so only when a thread of ours is about to
+     * sleep: it announced itself (sleepers) before this, its last look. */
+    if (!o->have_cur &&
+        atomic_load_explicit(&o->nic->ev->sleepers, memory_order_acquire) &&
+        !fw_ofi_trywait(o->ofi))
         due = now;
     atomic_store_explicit(&o->watch.due_ns, due, memory_order_relaxed);
 }

@@ -48,7 +48,13 @@ struct fw_nic *nic_create(const struct nic_params *p)
     nic->own_thread = p->own_thread;
     atomic_store(&nic->held_min, UINT64_MAX);
     pthread_mutex_init(&nic->lock, NULL);
+    fw_asym_init();
     return nic;
+}
+
+void nic_sleep_fence(void)
+{
+    fw_sleep_fence();
 }
 
 void nic_destroy(struct fw_nic *nic)

@@ -140,7 +140,7 @@ static enum fw_thread_state sleep_announced(struct fw_loop *lp, bool deep)
     set_state(nic, deep ? FW_THREAD_DEEP : FW_THREAD_SLEEP);
     atomic_fetch_add(&ev->sleepers, 1); /* (a) */
     fw_net_will_sleep(nic);
-    atomic_thread_fence(memory_order_seq_cst);
+    fw_sleep_fence();
     if (!atomic_load(&nic->stop) && !work_flagged(nic)) { /* (b) */
         uint64_t ns = UINT64_MAX, now = hal_now_ns();
         if (lp->held)

@@ -240,7 +240,7 @@ if [ "$matrix" != none ]; then
         echo "-- THOSTS_LINK=ofi"
         THOSTS_LINK=ofi
         export THOSTS_LINK
-        run_suite " [link ofi]" test_hosts test_hosts_peer
+        run_suite " [link ofi]" test_hosts test_hosts_peer test_am2_spmd:across_hosts
         unset THOSTS_LINK
     fi
 fi

@@ -21,9 +21,11 @@
 #include <unistd.h>
 
 #include "../am2/src/am_rdv.h"
+#include "lib/thosts.h"
 #include "lib/tlib.h"
 
 static char bindir[PATH_MAX]; /* where the tests are */
+static const char *nic_override; /* AM2_NIC for amrun_on, else tl_dev("via0") */
 
 static int count_amrun_dirs(const char *tmp)
 {
@@ -51,7 +53,7 @@ static int amrun_on(const char *np, const char *mode, const char *timeout, unsig
     pid_t pid = fork();
     if (pid == 0) {
         setenv("TMPDIR", tmp, 1);
-        setenv("AM2_NIC", tl_dev("via0"), 1);
+        setenv("AM2_NIC", nic_override ? nic_override : tl_dev("via0"), 1);
         if (hostfile)
             execl(amrun_path, "amrun", "-np", np, "-t", timeout, "--hosts", hostfile, worker,
                   mode, (char *)NULL);
@@ -145,6 +147,59 @@ out:
     unlink(log);
     unlink(hf);
     rmdir(dir);
+}
+
+/* An SPMD job whose two ranks sit on two emulated hosts: two vipds joined
+ * by the link THOSTS_LINK names (UDP by default; run_tests runs the
+ * hosts tests again with ofi), a fake ssh giving each host name its own
+ * vipd, the ranks meeting through amrun's rendezvous and talking through
+ * their NICs (AM2_SHM=0), so every AM message crosses the link. */
+static void test_spmd_across_hosts(void)
+{
+    struct thosts h;
+    if (thosts_start(&h, 2, NULL) != 0) {
+        CU_FAIL("could not start two vipds");
+        return;
+    }
+    char dir[] = "/tmp/am2xh.XXXXXX", ssh[64], hf[64], text[1024];
+    if (!mkdtemp(dir)) {
+        CU_FAIL("mkdtemp");
+        thosts_stop(&h);
+        return;
+    }
+    snprintf(ssh, sizeof ssh, "%s/ssh", dir);
+    snprintf(hf, sizeof hf, "%s/hosts", dir);
+    snprintf(text, sizeof text,
+             "#!/bin/sh\n# fake ssh: HOST COMMAND, each host name its own vipd\nh=$1\nshift\n"
+             "case $h in\nhost0) s='%s' ;;\nhost1) s='%s' ;;\n*) exit 96 ;;\nesac\n"
+             "exec env VIPD_SOCKET=\"$s\" VIPD_AUTOSTART=0 AM2_SHM=0 sh -c \"$*\"\n",
+             h.sock[0], h.sock[1]);
+    int ok = -1;
+    if (write_file(ssh, text, 0700) == 0 && write_file(hf, "host0\nhost1\n", 0600) == 0) {
+        setenv("AMRUN_SSH", ssh, 1);
+        setenv("AMRUN_RDV_HOST", "127.0.0.1", 1);
+        setenv("AM2_TEST_RDV", "1", 1);
+        setenv("AM2_TEST_NRANKS", "2", 1);
+        /* amrun passes VIP* variables on to the ranks: this test's own
+         * VIPD_SOCKET would override the fake ssh's choice of vipd */
+        char *own = getenv("VIPD_SOCKET") ? strdup(getenv("VIPD_SOCKET")) : NULL;
+        unsetenv("VIPD_SOCKET");
+        nic_override = "via0";
+        ok = amrun_on("2", "ok", "40", 45000, hf);
+        nic_override = NULL;
+        if (own)
+            setenv("VIPD_SOCKET", own, 1);
+        free(own);
+        unsetenv("AMRUN_SSH");
+        unsetenv("AMRUN_RDV_HOST");
+        unsetenv("AM2_TEST_RDV");
+        unsetenv("AM2_TEST_NRANKS");
+    }
+    CU_ASSERT_EQUAL(ok, 0);
+    unlink(ssh);
+    unlink(hf);
+    rmdir(dir);
+    thosts_stop(&h);
 }
 
 static void test_spmd_ok(void)
@@ -291,6 +346,7 @@ int main(int argc, char **argv)
                                            TL_TEST(test_spmd_timeout), TL_TEST(test_spmd_slurm),
                                            TL_TEST(test_spmd_hosts),
                                            TL_TEST(test_spmd_hosts_hostile),
+                                           TL_TEST(test_spmd_across_hosts),
                                            TL_END};
     return tl_main(argc, argv, "am2_spmd", tests);
 }

@@ -341,6 +341,10 @@ void fw_notify(struct via_event_page *ev, uint32_t vi_id);
 void fw_notify_peer(struct fw_vi *vi);
 /* Wake the host's waits asleep on a link end's word (fence (2) done). */
 void fw_wake_dir(struct via_chan_dir *d);
+/* The asymmetric fence of the wake-up protocol (fw_cmpl.c): register this
+ * process once (nic_create), and the waiter's side, after (a). */
+void fw_asym_init(void);
+void fw_sleep_fence(void);
 /* The wakes owed by this turn of the NIC (vi->lock held): called at the
  * end of every turn (fw_nic.c). */
 void fw_vi_wakes(struct fw_vi *vi);

@@ -65,6 +65,9 @@ struct fw_nic *nic_create(const struct nic_params *p);
 void nic_destroy(struct fw_nic *nic);
 bool nic_paced(const struct fw_nic *nic);
 const struct via_profile *nic_profile(const struct fw_nic *nic);
+/* A waiter of the NIC's event page: after incrementing sleepers, before
+ * its re-check (the wake-up protocol's (a), fw_cmpl.c). */
+void nic_sleep_fence(void);
 
 /* ---- VIs ------------------------------------------------------------------- */
 struct fw_vi *nic_vi_create(struct fw_nic *nic, struct via_vi_page *db,

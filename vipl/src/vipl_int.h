@@ -129,6 +129,7 @@ struct vip_vi {
     struct via_event_page *peer_ev;
     struct ext_vi ext;           /* short-message extensions (extensions/) */
     struct vip_notifiers notify;
+    _Atomic uint32_t idle_polls; /* Done calls in a row that found nothing (vipl_wait.c) */
 };
 
 struct vip_conn {

@@ -156,6 +156,20 @@ static bool pop_done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out)
     return got;
 }
 
+/*
+ * A program that polls Done in a loop holds its core while nothing comes.
+ * When the machine has more busy threads than cores (both ends of a
+ * connection on one core, for a while), the peer it waits for may be
+ * queued behind it on that very core, and a poll cannot succeed before the
+ * scheduler's next tick: each such slice moves only what the peer produced
+ * in its last one (a window of sends). So a thread whose polls found
+ * nothing IDLE_POLLS times in a row on a VI (tens of microseconds of spinning)
+ * offers its core once (sched_yield, as MPI libraries do when idle). With
+ * a core of its own it gets it straight back: one system call per that
+ * many empty polls, and none while completions keep coming.
+ */
+#define IDLE_POLLS 1024u
+
 /* Progress one VI and pop a completed descriptor of one of its queues.
  * *held: a paced effect that is known but held until its modelled time. */
 static VIP_RETURN done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out, uint64_t *held)
@@ -167,6 +181,18 @@ static VIP_RETURN done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out, uint6
         *held = h;
     VIP_RETURN rc = pop_done(vi, recv, out) ? VIP_SUCCESS : VIP_NOT_DONE;
     vipl_deliver_error(vi);
+    /* Counted per VI, with plain loads and stores: threads polling one VI
+     * at once may lose counts, which only moves a yield. */
+    uint32_t idle = atomic_load_explicit(&vi->idle_polls, memory_order_relaxed);
+    if (rc == VIP_SUCCESS) {
+        if (idle)
+            atomic_store_explicit(&vi->idle_polls, 0, memory_order_relaxed);
+    } else if (++idle >= IDLE_POLLS) {
+        atomic_store_explicit(&vi->idle_polls, 0, memory_order_relaxed);
+        sched_yield();
+    } else {
+        atomic_store_explicit(&vi->idle_polls, idle, memory_order_relaxed);
+    }
     return rc;
 }
 
@@ -332,7 +358,7 @@ VIP_RETURN vipl_wait(struct vip_nic *n, struct vip_vi *vi, struct vip_cq *cq,
         struct sleep_set ss;
         sleep_set_build(&ss, n, vi, cq); /* (a) of fw_notify's protocol */
         nic_will_sleep(n->hw); /* network links' waker watches again */
-        atomic_thread_fence(memory_order_seq_cst);
+        nic_sleep_fence();
         held = 0;
         if (ready(arg, &held)) { /* (b) */
             sleep_set_leave(&ss);
