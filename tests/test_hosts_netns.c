@@ -33,6 +33,7 @@
 struct netns_pair {
     char ns[2][32];    /* vipt-PID-a, vipt-PID-b */
     char addr[2][20];  /* their veth addresses */
+    char dev[2][16];   /* their ends of the veth */
     char dir[64], file[96];
     struct tvipd v[2];
     int made;          /* namespaces created (to remove) */
@@ -143,19 +144,18 @@ static int pair_up(struct netns_pair *p, const char *link)
         snprintf(p->ns[i], sizeof p->ns[i], "vipt-%d-%c", (int)pid, 'a' + i);
         snprintf(p->addr[i], sizeof p->addr[i], "10.213.%u.%u", x, y + 1 + i);
     }
-    char va[16], vb[16];
-    snprintf(va, sizeof va, "vta%d", (int)pid % 1000000);
-    snprintf(vb, sizeof vb, "vtb%d", (int)pid % 1000000);
+    snprintf(p->dev[0], sizeof p->dev[0], "vta%d", (int)pid % 1000000);
+    snprintf(p->dev[1], sizeof p->dev[1], "vtb%d", (int)pid % 1000000);
+    const char *va = p->dev[0], *vb = p->dev[1];
     p->made = 1;
     if (sh("ip netns add %s", p->ns[0]) || sh("ip netns add %s", p->ns[1]) ||
         sh("ip link add %s netns %s type veth peer name %s netns %s", va, p->ns[0], vb,
            p->ns[1]))
         goto fail;
-    const char *dev[2] = {va, vb};
     for (unsigned i = 0; i < 2; i++)
-        if (sh("ip -n %s addr add %s/30 dev %s", p->ns[i], p->addr[i], dev[i]) ||
+        if (sh("ip -n %s addr add %s/30 dev %s", p->ns[i], p->addr[i], p->dev[i]) ||
             sh("ip -n %s link set lo up", p->ns[i]) ||
-            sh("ip -n %s link set %s up", p->ns[i], dev[i]))
+            sh("ip -n %s link set %s up", p->ns[i], p->dev[i]))
             goto fail;
     snprintf(p->dir, sizeof p->dir, "/tmp/vipl-netns.XXXXXX");
     if (!mkdtemp(p->dir)) {
@@ -183,6 +183,22 @@ static int pair_up(struct netns_pair *p, const char *link)
 fail:
     pair_down(p);
     return -1;
+}
+
+/* Packets host i's end of the veth has sent (kernel counters), or -1. */
+static long long veth_tx(const struct netns_pair *p, unsigned i)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "ip netns exec %s cat /sys/class/net/%s/statistics/tx_packets",
+             p->ns[i], p->dev[i]);
+    FILE *f = popen(cmd, "r");
+    long long n = -1;
+    if (f) {
+        if (fscanf(f, "%lld", &n) != 1)
+            n = -1;
+        pclose(f);
+    }
+    return n;
 }
 
 /* ---- one side of a ping-pong, in a child, in its host's namespace -------------------- */
@@ -227,6 +243,7 @@ static void pp_netns(const char *link, VIP_RELIABILITY_LEVEL rel, unsigned n,
         CU_FAIL("could not set up two namespaces with a vipd each");
         return;
     }
+    long long tx0[2] = {veth_tx(&p, 0), veth_tx(&p, 1)};
     struct tpp_cfg c;
     tpp_defaults(&c, rel, n, kind);
     snprintf(c.srv_host, sizeof c.srv_host, "host1");
@@ -243,6 +260,14 @@ static void pp_netns(const char *link, VIP_RELIABILITY_LEVEL rel, unsigned n,
     }
     TCHILD_OK(&cc, 120000);
     TCHILD_OK(&cs, 120000);
+    /* The messages went over the veth, each way: at least a packet each. */
+    for (unsigned i = 0; i < 2; i++) {
+        long long tx = veth_tx(&p, i);
+        CU_ASSERT(tx0[i] >= 0 && tx >= tx0[i] + (long long)c.nmsgs);
+        if (!(tx0[i] >= 0 && tx >= tx0[i] + (long long)c.nmsgs))
+            fprintf(stderr, "\n  %s sent %lld packets, expected %u or more\n", p.dev[i],
+                    tx - tx0[i], c.nmsgs);
+    }
 out:
     pair_down(&p);
 }
