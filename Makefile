@@ -20,7 +20,7 @@ VERSION  := 0.1.0
 
 # Debian packages the build, tests and benchmarks need (see README).
 DEB_BUILD := gcc make libc6-dev pkg-config libpci-dev libkmod-dev libfabric-dev
-DEB_TEST  := libcunit1-dev
+DEB_TEST  := libcunit1-dev iproute2
 DEB_BENCH := gnuplot-nox libfabric-bin ucx-utils
 DEB_FUZZ  := clang libclang-rt-dev
 
