@@ -453,8 +453,6 @@ bool fw_link_ofi_init(struct fw_link *l, struct fw_nic *nic, struct via_chan *ch
         close(sock);
         return false;
     }
-    const char *e = getenv("VIP_NET_TIMEOUT_MS");
-    unsigned long ms = e && *e ? strtoul(e, NULL, 10) : 0;
     o->nic = nic;
     o->chan = chan;
     o->reliable = chan->reliability != VIP_SERVICE_UNRELIABLE;
@@ -463,7 +461,7 @@ bool fw_link_ofi_init(struct fw_link *l, struct fw_nic *nic, struct via_chan *ch
     o->res_slot = -1;
     o->state = OFI_MEET;
     o->start_ns = hal_now_ns();
-    o->timeout_ns = (ms ? ms : 3000) * 1000000ull;
+    o->timeout_ns = fw_net_env_ms("VIP_NET_TIMEOUT_MS", FW_NET_TIMEOUT_MS) * 1000000ull;
     o->watch.fd = sock;
     o->watch.vi_id = chan->vi_id[side];
     l->ops = &fw_link_ofi_ops;

@@ -102,14 +102,6 @@ const struct fw_link_ops fw_link_udp_ops = {
     .fini = udp_fini,
 };
 
-static uint64_t env_ms(const char *name, uint64_t dflt)
-{
-    const char *e = getenv(name);
-    char *end;
-    unsigned long long v = e && *e ? strtoull(e, &end, 10) : 0;
-    return e && *e && !*end && v ? v : dflt;
-}
-
 bool fw_link_udp_init(struct fw_link *l, struct fw_nic *nic, struct via_chan *chan,
                       int side, int sock)
 {
@@ -125,8 +117,8 @@ bool fw_link_udp_init(struct fw_link *l, struct fw_nic *nic, struct via_chan *ch
     u->conn_id = chan->conn_id;
     u->peer_vi = chan->vi_id[1 - side];
     u->reliable = chan->reliability != VIP_SERVICE_UNRELIABLE;
-    u->timeout_ns = env_ms("VIP_NET_TIMEOUT_MS", 3000) * 1000000ull;
-    u->rto_ns = env_ms("VIP_NET_RTO_MS", 5) * 1000000ull;
+    u->timeout_ns = fw_net_env_ms("VIP_NET_TIMEOUT_MS", FW_NET_TIMEOUT_MS) * 1000000ull;
+    u->rto_ns = fw_net_env_ms("VIP_NET_RTO_MS", 5) * 1000000ull;
     l->ops = &fw_link_udp_ops;
     l->tx = l->rx = NULL;
     l->udp = u;

@@ -221,6 +221,14 @@ unsigned fw_net_recv(struct fw_udp *u, uint32_t *len)
     return (unsigned)r;
 }
 
+uint64_t fw_net_env_ms(const char *name, uint64_t dflt)
+{
+    const char *e = getenv(name);
+    char *end;
+    unsigned long long v = e && *e ? strtoull(e, &end, 10) : 0;
+    return e && *e && !*end && v ? v : dflt;
+}
+
 /* ---- the waker ----------------------------------------------------------------------- */
 
 struct fw_waker {

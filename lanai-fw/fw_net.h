@@ -94,6 +94,12 @@ struct fw_udp {
 };
 
 /* ---- fw_net.c ---------------------------------------------------------------- */
+/* How long a network link waits for its peer before it gives up
+ * (VIP_NET_TIMEOUT_MS overrides it). */
+#define FW_NET_TIMEOUT_MS 3000u
+/* A duration in ms from the environment: dflt when unset, malformed or 0. */
+uint64_t fw_net_env_ms(const char *name, uint64_t dflt);
+
 /* Send frames (each buf/len) in one sendmmsg where possible. */
 void fw_net_send(struct fw_udp *u, uint8_t *const *buf, const uint32_t *len, unsigned n);
 /* Receive up to FW_NET_BATCH frames into u->spare[]: their count (0 none). */

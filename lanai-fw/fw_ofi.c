@@ -39,8 +39,18 @@ static struct {
 } ofi;
 static pthread_once_t ofi_once = PTHREAD_ONCE_INIT;
 
+static uint32_t ofi_first_frame; /* the first endpoint's frames (ofi_load) */
+
 static void ofi_load(void)
 {
+    /* rxm sends what exceeds its buffer by rendezvous, which moves data
+     * only while the sender's endpoint progresses; a sender asleep in a
+     * wait would hold its receiver up. Frames are bounded: make every one
+     * eager (unless the user chose). libfabric reads it once, at its first
+     * use, which is here. */
+    char eager[16];
+    snprintf(eager, sizeof eager, "%u", (ofi_first_frame + 4095u) & ~4095u);
+    setenv("FI_OFI_RXM_BUFFER_SIZE", eager, 0);
     void *h = dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         snprintf(ofi.why, sizeof ofi.why,
@@ -151,17 +161,64 @@ static struct fi_info *ofi_hints(void)
     return h;
 }
 
+/* The fabric objects, pools and posted receives of o (info chosen): 0, or
+ * the error and the step that failed (o is then half made: close it). */
+static int ofi_objects(struct fw_ofi *o, const char **step)
+{
+    struct fi_cq_attr cqa = {.format = FI_CQ_FORMAT_MSG,
+                             .size = 2 * (FW_OFI_NSEND + FW_OFI_NRECV),
+                             .wait_obj = FI_WAIT_FD};
+    struct fi_av_attr ava = {.type = FI_AV_TABLE};
+    int rc;
+    o->wait_fd = -1;
+    if ((*step = "fabric", rc = ofi.fabric(o->info->fabric_attr, &o->fabric, NULL)) ||
+        (*step = "domain", rc = fi_domain(o->fabric, o->info, &o->domain, NULL)))
+        return rc;
+    *step = "completion queue";
+    if ((rc = fi_cq_open(o->domain, &cqa, &o->cq, NULL))) {
+        /* a provider without wait fds: sleepers poll (fw_ofi_wait_fd -1) */
+        cqa.wait_obj = FI_WAIT_NONE;
+        if ((rc = fi_cq_open(o->domain, &cqa, &o->cq, NULL)))
+            return rc;
+    }
+    if ((*step = "address vector", rc = fi_av_open(o->domain, &ava, &o->av, NULL)) ||
+        (*step = "endpoint", rc = fi_endpoint(o->domain, o->info, &o->ep, NULL)) ||
+        (rc = fi_ep_bind(o->ep, &o->cq->fid, FI_TRANSMIT | FI_RECV)) ||
+        (rc = fi_ep_bind(o->ep, &o->av->fid, 0)) || (rc = fi_enable(o->ep)))
+        return rc;
+    if (cqa.wait_obj == FI_WAIT_FD && fi_control(&o->cq->fid, FI_GETWAIT, &o->wait_fd))
+        o->wait_fd = -1;
+
+    *step = "buffers";
+    o->mem_len = (size_t)(FW_OFI_NSEND + FW_OFI_NRECV) * o->max_frame;
+    o->mem = aligned_alloc(4096, (o->mem_len + 4095) & ~(size_t)4095);
+    if (!o->mem)
+        return -FI_ENOMEM;
+    if (o->info->domain_attr->mr_mode & FI_MR_LOCAL) {
+        *step = "memory registration";
+        if ((rc = fi_mr_reg(o->domain, o->mem, o->mem_len, FI_SEND | FI_RECV, 0, 0, 0, &o->mr,
+                            NULL)))
+            return rc;
+        o->desc = fi_mr_desc(o->mr);
+    }
+    for (uint32_t i = 0; i < FW_OFI_NSEND; i++) {
+        o->send[i] = (struct ofi_slot){.idx = i, .kind = SLOT_SEND};
+        o->free_send[o->nfree++] = FW_OFI_NSEND - 1 - i;
+    }
+    *step = "posting receives";
+    for (uint32_t i = 0; i < FW_OFI_NRECV; i++) {
+        o->recv[i] = (struct ofi_slot){.idx = i, .kind = SLOT_RECV};
+        if ((rc = post_recv(o, i)))
+            return rc;
+    }
+    return 0;
+}
+
 int fw_ofi_open(struct fw_ofi **out, const char *node, uint32_t max_frame, char *err,
                 size_t errlen)
 {
     *out = NULL;
-    /* rxm sends what exceeds its buffer by rendezvous, which moves data
-     * only while the sender's endpoint progresses; a sender asleep in a
-     * wait would hold its receiver up. Frames are bounded: make every one
-     * eager (unless the user chose; read once, at libfabric's first use). */
-    char eager[16];
-    snprintf(eager, sizeof eager, "%u", (max_frame + 4095u) & ~4095u);
-    setenv("FI_OFI_RXM_BUFFER_SIZE", eager, 0);
+    ofi_first_frame = max_frame;
     pthread_once(&ofi_once, ofi_load);
     if (ofi.why[0]) {
         snprintf(err, errlen, "%s", ofi.why);
@@ -201,81 +258,14 @@ int fw_ofi_open(struct fw_ofi **out, const char *node, uint32_t max_frame, char 
     snprintf(o->prov, sizeof o->prov, "%s", o->info->fabric_attr->prov_name);
     o->inject = o->info->tx_attr->inject_size;
 
-    struct fi_cq_attr cqa = {.format = FI_CQ_FORMAT_MSG,
-                             .size = 2 * (FW_OFI_NSEND + FW_OFI_NRECV),
-                             .wait_obj = FI_WAIT_FD};
-    struct fi_av_attr ava = {.type = FI_AV_TABLE};
-    if ((rc = ofi.fabric(o->info->fabric_attr, &o->fabric, NULL)))
-        goto bad_fabric;
-    if ((rc = fi_domain(o->fabric, o->info, &o->domain, NULL)))
-        goto bad_domain;
-    if ((rc = fi_cq_open(o->domain, &cqa, &o->cq, NULL))) {
-        /* a provider without wait fds: sleepers poll (fw_ofi_wait_fd -1) */
-        cqa.wait_obj = FI_WAIT_NONE;
-        if ((rc = fi_cq_open(o->domain, &cqa, &o->cq, NULL)))
-            goto bad_cq;
-    }
-    if ((rc = fi_av_open(o->domain, &ava, &o->av, NULL)))
-        goto bad_av;
-    if ((rc = fi_endpoint(o->domain, o->info, &o->ep, NULL)))
-        goto bad_ep;
-    if ((rc = fi_ep_bind(o->ep, &o->cq->fid, FI_TRANSMIT | FI_RECV)) ||
-        (rc = fi_ep_bind(o->ep, &o->av->fid, 0)) || (rc = fi_enable(o->ep)))
-        goto bad_ep;
-    o->wait_fd = -1;
-    if (cqa.wait_obj == FI_WAIT_FD && fi_control(&o->cq->fid, FI_GETWAIT, &o->wait_fd))
-        o->wait_fd = -1;
-
-    o->mem_len = (size_t)(FW_OFI_NSEND + FW_OFI_NRECV) * o->max_frame;
-    o->mem = aligned_alloc(4096, (o->mem_len + 4095) & ~(size_t)4095);
-    if (!o->mem) {
-        rc = -FI_ENOMEM;
-        goto bad_mem;
-    }
-    if (o->info->domain_attr->mr_mode & FI_MR_LOCAL) {
-        if ((rc = fi_mr_reg(o->domain, o->mem, o->mem_len, FI_SEND | FI_RECV, 0, 0, 0, &o->mr,
-                            NULL)))
-            goto bad_mr;
-        o->desc = fi_mr_desc(o->mr);
-    }
-    for (uint32_t i = 0; i < FW_OFI_NSEND; i++) {
-        o->send[i] = (struct ofi_slot){.idx = i, .kind = SLOT_SEND};
-        o->free_send[o->nfree++] = FW_OFI_NSEND - 1 - i;
-    }
-    for (uint32_t i = 0; i < FW_OFI_NRECV; i++) {
-        o->recv[i] = (struct ofi_slot){.idx = i, .kind = SLOT_RECV};
-        if ((rc = post_recv(o, i)))
-            goto bad_recv;
+    const char *step = "";
+    if ((rc = ofi_objects(o, &step))) {
+        fail(err, errlen, rc, step);
+        fw_ofi_close(o);
+        return rc < 0 ? rc : -rc;
     }
     *out = o;
     return 0;
-
-bad_fabric:
-    rc = fail(err, errlen, rc, "fabric");
-    goto out;
-bad_domain:
-    rc = fail(err, errlen, rc, "domain");
-    goto out;
-bad_cq:
-    rc = fail(err, errlen, rc, "completion queue");
-    goto out;
-bad_av:
-    rc = fail(err, errlen, rc, "address vector");
-    goto out;
-bad_ep:
-    rc = fail(err, errlen, rc, "endpoint");
-    goto out;
-bad_mem:
-    rc = fail(err, errlen, rc, "buffers");
-    goto out;
-bad_mr:
-    rc = fail(err, errlen, rc, "memory registration");
-    goto out;
-bad_recv:
-    rc = fail(err, errlen, rc, "posting receives");
-out:
-    fw_ofi_close(o);
-    return rc;
 }
 
 void fw_ofi_close(struct fw_ofi *o)

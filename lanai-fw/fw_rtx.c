@@ -213,6 +213,17 @@ static void gap_nack(struct fw_udp *u)
     send_control(u, VIA_NET_NACK, u->rcv_next, VIA_NACK_GAP);
 }
 
+/* Channel c takes the frame recvmmsg put in spare[i]: the buffers swap,
+ * so nothing is copied. */
+static void slot_take(struct fw_udp *u, unsigned c, unsigned i, uint32_t len)
+{
+    uint8_t *t = u->rx[c];
+    u->rx[c] = u->spare[i];
+    u->spare[i] = t;
+    u->rx_len[c] = len;
+    u->rx_have[c] = true;
+}
+
 /* A DATA frame of the reliable transport: into its channel's slot. */
 static void take_reliable(struct fw_udp *u, unsigned i, uint32_t len, uint32_t seq)
 {
@@ -230,11 +241,7 @@ static void take_reliable(struct fw_udp *u, unsigned i, uint32_t len, uint32_t s
         fw_net_count(&u->cnt->dup_dropped, 1);
         return;
     }
-    uint8_t *t = u->rx[c];
-    u->rx[c] = u->spare[i];
-    u->spare[i] = t;
-    u->rx_len[c] = len;
-    u->rx_have[c] = true;
+    slot_take(u, c, i, len);
     if ((int32_t)(seq - u->rx_high) > 0)
         u->rx_high = seq;
     gap_nack(u);
@@ -249,11 +256,7 @@ static void take_unreliable(struct fw_udp *u, unsigned i, uint32_t len, uint32_t
         fw_net_count(&u->cnt->dup_dropped, 1); /* late, duplicated or too early */
         return;
     }
-    uint8_t *t = u->rx[c];
-    u->rx[c] = u->spare[i];
-    u->spare[i] = t;
-    u->rx_len[c] = len;
-    u->rx_have[c] = true;
+    slot_take(u, c, i, len);
 }
 
 /* Unreliable: the oldest frame that came, the frames before it lost. */
