@@ -97,6 +97,24 @@ static int write_file(const char *path, const char *text, mode_t mode)
     return n == (ssize_t)strlen(text) ? 0 : -1;
 }
 
+/* Jobs started through the fake ssh script at ssh, nranks ranks meeting
+ * through amrun's rendezvous on 127.0.0.1 (the worker checks it had no
+ * job directory); NULL: back to local jobs. */
+static void over_ssh(const char *ssh, const char *nranks)
+{
+    if (!ssh) {
+        unsetenv("AMRUN_SSH");
+        unsetenv("AMRUN_RDV_HOST");
+        unsetenv("AM2_TEST_RDV");
+        unsetenv("AM2_TEST_NRANKS");
+        return;
+    }
+    setenv("AMRUN_SSH", ssh, 1);
+    setenv("AMRUN_RDV_HOST", "127.0.0.1", 1);
+    setenv("AM2_TEST_RDV", "1", 1);
+    setenv("AM2_TEST_NRANKS", nranks, 1);
+}
+
 /* amrun --hosts through a fake ssh that logs the host it was asked for
  * and runs the command here in an emptied environment (as a remote shell
  * would start): the ranks get their variables from the command line only,
@@ -116,18 +134,12 @@ static void test_spmd_hosts(void)
              log);
     TCHK(write_file(ssh, text, 0700) == 0);
     TCHK(write_file(hf, "# two slots on alpha, one on beta\nalpha slots=2\nbeta\n", 0600) == 0);
-    setenv("AMRUN_SSH", ssh, 1);
-    setenv("AMRUN_RDV_HOST", "127.0.0.1", 1);
-    setenv("AM2_TEST_RDV", "1", 1);
-    setenv("AM2_TEST_NRANKS", "3", 1);
+    over_ssh(ssh, "3");
     setenv("AM2_TEST_MASTER", "1", 1); /* AMTEST_MASTER is not passed: from amrun */
     setenv("AMTEST_MASTER", "m a 'ster'", 1);
     int ok = amrun_on("3", "ok", "20", 25000, hf);
     int fail = amrun_on("3", "fail", "20", 25000, hf);
-    unsetenv("AMRUN_SSH");
-    unsetenv("AMRUN_RDV_HOST");
-    unsetenv("AM2_TEST_RDV");
-    unsetenv("AM2_TEST_NRANKS");
+    over_ssh(NULL, NULL);
     unsetenv("AM2_TEST_MASTER");
     unsetenv("AMTEST_MASTER");
     CU_ASSERT_EQUAL(ok, 0);
@@ -176,10 +188,7 @@ static void test_spmd_across_hosts(void)
              h.sock[0], h.sock[1]);
     int ok = -1;
     if (write_file(ssh, text, 0700) == 0 && write_file(hf, "host0\nhost1\n", 0600) == 0) {
-        setenv("AMRUN_SSH", ssh, 1);
-        setenv("AMRUN_RDV_HOST", "127.0.0.1", 1);
-        setenv("AM2_TEST_RDV", "1", 1);
-        setenv("AM2_TEST_NRANKS", "2", 1);
+        over_ssh(ssh, "2");
         /* amrun passes VIP* variables on to the ranks: this test's own
          * VIPD_SOCKET would override the fake ssh's choice of vipd */
         char *own = getenv("VIPD_SOCKET") ? strdup(getenv("VIPD_SOCKET")) : NULL;
@@ -190,10 +199,7 @@ static void test_spmd_across_hosts(void)
         if (own)
             setenv("VIPD_SOCKET", own, 1);
         free(own);
-        unsetenv("AMRUN_SSH");
-        unsetenv("AMRUN_RDV_HOST");
-        unsetenv("AM2_TEST_RDV");
-        unsetenv("AM2_TEST_NRANKS");
+        over_ssh(NULL, NULL);
     }
     CU_ASSERT_EQUAL(ok, 0);
     unlink(ssh);

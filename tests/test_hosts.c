@@ -213,6 +213,19 @@ static void on_error(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e)
     errors_seen++;
 }
 
+/* Post receives of 256 bytes in the buffer's slots [from, to). */
+static VIP_RETURN post_slots(VIP_VI_HANDLE vi, const struct tl_buf *b, unsigned from, unsigned to)
+{
+    for (unsigned i = from; i < to; i++) {
+        VIP_DESCRIPTOR *d = (VIP_DESCRIPTOR *)(b->p + i * KSLOT);
+        tl_desc_1(d, b->p + i * KSLOT + 128, 256, b->mh);
+        VIP_RETURN rc = VipPostRecv(vi, d, b->mh);
+        if (rc != VIP_SUCCESS)
+            return rc;
+    }
+    return VIP_SUCCESS;
+}
+
 /* Receiver on host1: answers each message with a short reply (so the
  * sender never has more than two messages ahead of the receives it posts
  * again) until its connection ends or the parent kills it. */
@@ -226,10 +239,7 @@ static int k_receiver(void *arg)
     TC_RC(tl_open(&t, "via0"), VIP_SUCCESS);
     TC_RC(tl_buf_alloc(&t, &b, 20 * KSLOT), VIP_SUCCESS);
     TC_RC(tl_vi(&t, k->rel, NULL, NULL, &vi), VIP_SUCCESS);
-    for (unsigned i = 0; i < 16; i++) {
-        tl_desc_1((VIP_DESCRIPTOR *)(b.p + i * KSLOT), b.p + i * KSLOT + 128, 256, b.mh);
-        TC_RC(VipPostRecv(vi, (VIP_DESCRIPTOR *)(b.p + i * KSLOT), b.mh), VIP_SUCCESS);
-    }
+    TC_RC(post_slots(vi, &b, 0, 16), VIP_SUCCESS);
     TC_RC(tl_accept(&t, vi, k->disc, 20000), VIP_SUCCESS);
     for (unsigned n = 0;; n++) {
         VIP_DESCRIPTOR *d, *s = (VIP_DESCRIPTOR *)(b.p + (16 + n % 4) * KSLOT), *x;
@@ -259,10 +269,7 @@ static int k_sender(void *arg)
     TC_RC(VipErrorCallback(t.nic, NULL, on_error), VIP_SUCCESS);
     TC_RC(tl_buf_alloc(&t, &b, 12 * KSLOT), VIP_SUCCESS);
     TC_RC(tl_vi(&t, k->rel, NULL, NULL, &vi), VIP_SUCCESS);
-    for (unsigned i = 4; i < 12; i++) {
-        tl_desc_1((VIP_DESCRIPTOR *)(b.p + i * KSLOT), b.p + i * KSLOT + 128, 256, b.mh);
-        TC_RC(VipPostRecv(vi, (VIP_DESCRIPTOR *)(b.p + i * KSLOT), b.mh), VIP_SUCCESS);
-    }
+    TC_RC(post_slots(vi, &b, 4, 12), VIP_SUCCESS);
     TC_RC(tl_request(&t, vi, "host1", k->disc, 20000), VIP_SUCCESS);
     uint64_t end = tl_now_ms() + 30000;
     uint32_t status = 0;
@@ -392,9 +399,6 @@ static const struct tl_test tests[] = {
 
 int main(int argc, char **argv)
 {
-    /* Hosts and links that go away are noticed within a second here. */
-    setenv("VIPD_HOST_TIMEOUT_MS", "2000", 1);
-    setenv("VIPD_HB_MS", "200", 1);
-    setenv("VIP_NET_TIMEOUT_MS", "2000", 1);
+    thosts_quick_failures();
     return tl_main(argc, argv, "hosts", tests);
 }

@@ -324,8 +324,6 @@ static const struct tl_test tests[] = {
 
 int main(int argc, char **argv)
 {
-    setenv("VIPD_HOST_TIMEOUT_MS", "2000", 1);
-    setenv("VIPD_HB_MS", "200", 1);
-    setenv("VIP_NET_TIMEOUT_MS", "2000", 1);
+    thosts_quick_failures();
     return tl_main(argc, argv, "hosts_peer", tests);
 }

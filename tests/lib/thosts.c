@@ -104,3 +104,10 @@ void thosts_use(const struct thosts *h, unsigned i)
 {
     setenv("VIPD_SOCKET", h->sock[i], 1);
 }
+
+void thosts_quick_failures(void)
+{
+    setenv("VIPD_HOST_TIMEOUT_MS", "2000", 1);
+    setenv("VIPD_HB_MS", "200", 1);
+    setenv("VIP_NET_TIMEOUT_MS", "2000", 1);
+}
