@@ -299,7 +299,8 @@ bench: deps-bench
 	@B=$(B) bench/run_bench.sh $(if $(QUICK),--quick)
 	@B=$(B) bench/run_hosts.sh $(if $(QUICK),--quick)
 
-# The UDP link between emulated hosts against plain UDP (bench/run_hosts.sh).
+# The UDP and libfabric links between emulated hosts against plain UDP and
+# libfabric (bench/run_hosts.sh).
 bench-hosts: progs
 	@B=$(B) bench/run_hosts.sh $(if $(QUICK),--quick)
 
