@@ -224,7 +224,9 @@ uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
     if (!recv && !nic->paced) {
         /* Hardware doorbells: the NIC is pointed at this VI and runs at once,
          * on this CPU (the fastest path; native has no model to keep). */
+        atomic_store_explicit(&vi->host_in, true, memory_order_relaxed);
         fw_vi_run_tx(vi);
+        atomic_store_explicit(&vi->host_in, false, memory_order_relaxed);
     } else if (!recv) {
         /* A paced NIC finds the doorbell by its own scan, at a time its model
          * derives from rung_ns; its stages are the LANai's time, not the
@@ -329,12 +331,12 @@ static bool vi_quiet(struct fw_vi *vi)
            atomic_load_explicit(&chan->state, memory_order_relaxed) == VIA_CHAN_OPEN;
 }
 
-static uint64_t visit(struct fw_nic *nic, unsigned id, bool *did, bool yield)
+static uint64_t visit(struct fw_nic *nic, unsigned id, bool *did, bool *left)
 {
     struct fw_vi *vi = fw_vi_get(nic, id);
     if (!vi)
         return 0;
-    if (yield) {
+    if (left) {
         /* The NIC's thread leaves alone a VI a host thread polls (it is
          * looked after), and never waits for one that is in it: it looks
          * again later (the bit stays set). */
@@ -343,17 +345,24 @@ static uint64_t visit(struct fw_nic *nic, unsigned id, bool *did, bool yield)
         vi->thread_seen = hp;
         if (polled || !fw_trylock(&vi->lock)) {
             fw_want_visit(vi);
+            /* A host thread that polls, or runs the VI now (a long turn:
+             * a network link's system calls), looks after it; a paced
+             * post that holds the lock a moment does not. */
+            if (polled || atomic_load_explicit(&vi->host_in, memory_order_relaxed))
+                *left = true;
             fw_vi_put(vi);
             return 0;
         }
     } else {
         fw_lock(&vi->lock);
+        atomic_store_explicit(&vi->host_in, true, memory_order_relaxed); /* a CQ's poller */
     }
     uint64_t before = vi_sig(vi);
     fw_vi_run(vi, true);
     if (vi_sig(vi) != before)
         *did = true;
     uint64_t held = vi->held;
+    atomic_store_explicit(&vi->host_in, false, memory_order_relaxed);
     fw_unlock(&vi->lock);
     fw_vi_put(vi);
     return held;
@@ -387,7 +396,7 @@ void fw_linked_mark(struct fw_vi *vi, bool on)
         atomic_fetch_and(&vi->nic->linked[vi->vi_id / 64], ~bit);
 }
 
-uint64_t fw_progress(struct fw_nic *nic, bool *did, bool yield)
+uint64_t fw_progress(struct fw_nic *nic, bool *did, bool *left)
 {
     uint64_t now = hal_now_ns(), held_min = 0;
     bool held_due = atomic_load_explicit(&nic->held_min, memory_order_relaxed) <= now;
@@ -403,7 +412,7 @@ uint64_t fw_progress(struct fw_nic *nic, bool *did, bool yield)
         while (bits) {
             unsigned id = w * 64 + (unsigned)__builtin_ctzll(bits);
             bits &= bits - 1;
-            uint64_t h = visit(nic, id, did, yield);
+            uint64_t h = visit(nic, id, did, left);
             if (h && (!held_min || h < held_min))
                 held_min = h;
         }
@@ -434,7 +443,7 @@ uint64_t nic_progress(struct fw_nic *nic, bool host)
         host_polled(nic);
         bump(&nic->host_polls_all); /* every VI is looked after */
     }
-    return fw_progress(nic, &did, false);
+    return fw_progress(nic, &did, NULL);
 }
 
 struct via_chan_dir *nic_vi_wake_dir(struct fw_vi *vi)
@@ -451,8 +460,10 @@ uint64_t nic_vi_progress(struct fw_vi *vi, bool host)
     if (vi_quiet(vi))
         return 0;
     fw_lock(&vi->lock);
+    atomic_store_explicit(&vi->host_in, host, memory_order_relaxed);
     fw_vi_run(vi, true);
     uint64_t held = vi->held;
+    atomic_store_explicit(&vi->host_in, false, memory_order_relaxed);
     fw_unlock(&vi->lock);
     return held;
 }

@@ -78,14 +78,18 @@ static void set_state(struct fw_nic *nic, enum fw_thread_state s)
 static enum fw_thread_state st_run(struct fw_loop *lp)
 {
     struct fw_nic *nic = lp->nic;
-    bool did = false;
-    lp->held = fw_progress(nic, &did, true);
+    bool did = false, left = false;
+    lp->held = fw_progress(nic, &did, &left);
     uint64_t now = hal_now_ns();
     /* A host thread is progressing: leave it the work, even while there is
      * work. Two parties on one VI's stream only take turns at its lock,
-     * and on two cores they take the CPU from the peer. */
+     * and on two cores they take the CPU from the peer. A VI the pass left
+     * to a host thread says so too: a host inside a long turn (a network
+     * link's system calls) bumps no counter meanwhile, and without it we
+     * would spin into SLEEP, find our own work bit and go round again,
+     * a membarrier each time. */
     uint32_t polls = atomic_load_explicit(&nic->host_polls, memory_order_relaxed);
-    if (polls != lp->polls_seen) {
+    if (polls != lp->polls_seen || left) {
         lp->polls_seen = polls;
         /* Each look that found a VI nobody polled keeps the doze short;
          * each that found nothing doubles it: a stream whose host polls

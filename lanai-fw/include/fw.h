@@ -156,6 +156,7 @@ struct fw_vi {
     _Atomic bool quiet;
     _Atomic uint32_t host_polls; /* bumped by host threads polling this VI */
     uint32_t thread_seen;        /* the NIC thread's last look at host_polls */
+    _Atomic bool host_in;        /* a host thread runs the VI under its lock (a poll, a post) */
     _Atomic(struct via_chan *) poll_chan;
     _Atomic(struct via_chan_dir *) poll_dir;
     /* Our end of a shared-memory link, whose wake word (rx_wake) the host's
@@ -381,8 +382,9 @@ void fw_thread_stop(struct fw_nic *nic);
 /* Work was left for the thread by a path that may not wait for it. */
 void fw_thread_kick(struct fw_nic *nic);
 /* One pass over the VIs with work (fw_nic.c); *did set if any moved.
- * yield: skip (and flag again) a VI another thread is in. */
-uint64_t fw_progress(struct fw_nic *nic, bool *did, bool yield);
+ * left (the NIC thread's, NULL: none): skip (and flag again) a VI a host
+ * thread polls or is in, and set *left when one was. */
+uint64_t fw_progress(struct fw_nic *nic, bool *did, bool *left);
 
 /* ---- trace ------------------------------------------------------------------ */
 void fw_trace(struct fw_nic *nic, enum via_stage st, uint32_t vi, uint32_t seq, uint32_t len,
