@@ -33,6 +33,11 @@ enum fw_link_peek_rc {
 
 struct fw_link_ops {
     const char *name;
+    /* Payload bytes a packet of this link carries at most (0: VIA_MTU):
+     * the pipelines fragment messages and read responses at it. A link
+     * whose per-packet cost is high (a fabric message, a progress call)
+     * carries more a packet; the receiving pipelines take any size. */
+    uint32_t mtu;
     struct via_wire_hdr *(*reserve)(struct fw_link *l, uint32_t payload);
     void (*publish)(struct fw_link *l, struct via_wire_hdr *h);
     /* Next packet: its validated header copy and payload (PAD packets are
@@ -66,6 +71,12 @@ struct fw_link {
     struct fw_udp *udp;           /* the UDP link's state (fw_link_udp.c) */
     struct fw_ofil *ofi;          /* the libfabric link's state (fw_link_ofi.c) */
 };
+
+/* The payload bytes a packet of l carries at most. */
+static inline uint32_t fw_link_mtu(const struct fw_link *l)
+{
+    return l->ops->mtu ? l->ops->mtu : VIA_MTU;
+}
 
 /* The shared-memory ring of a channel (fw_link.c). */
 extern const struct fw_link_ops fw_link_shm_ops;

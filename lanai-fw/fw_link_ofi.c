@@ -45,7 +45,13 @@
 #define OFI_HELLO_NS 5000000ull     /* a hello every 5 ms until answered */
 #define OFI_DRIVE_NS 1000000ull        /* progress while ours may be on its way: 1 ms */
 #define OFI_DRIVE_AFTER_NS 20000000ull /* ... for 20 ms after a publish */
-#define OFI_FRAME_MAX ((uint32_t)(sizeof(struct via_wire_hdr) + VIA_MTU))
+/* Payload bytes a frame carries (the link's MTU, fw_link_ops.mtu): every
+ * frame costs a provider message, a completion, a repost and the NIC's turn
+ * around them, so this link carries four times VIA_MTU a frame (1 MiB
+ * streams: twice the rate of 16 KiB frames). 256 KiB frames stalled under
+ * tcp;ofi_rxm here (not investigated). */
+#define OFI_MTU (64u * 1024u)
+#define OFI_FRAME_MAX ((uint32_t)(sizeof(struct via_wire_hdr) + OFI_MTU))
 
 /* The meeting message on the UDP socket. */
 struct ofi_hello {
@@ -187,7 +193,7 @@ static void flush_unsent(struct fw_ofil *o)
 static struct via_wire_hdr *ofi_reserve(struct fw_link *l, uint32_t payload)
 {
     struct fw_ofil *o = l->ofi;
-    if (o->state != OFI_UP || payload > VIA_MTU)
+    if (o->state != OFI_UP || payload > OFI_MTU)
         return NULL;
     uint8_t *buf;
     int slot = fw_ofi_slot_take(o->ofi, &buf);
@@ -407,6 +413,7 @@ static void ofi_fini(struct fw_link *l)
 
 const struct fw_link_ops fw_link_ofi_ops = {
     .name = "ofi",
+    .mtu = OFI_MTU,
     .reserve = ofi_reserve,
     .publish = ofi_publish,
     .peek = ofi_peek,

@@ -43,14 +43,18 @@ static uint32_t ofi_first_frame; /* the first endpoint's frames (ofi_load) */
 
 static void ofi_load(void)
 {
-    /* rxm sends what exceeds its buffer by rendezvous, which moves data
-     * only while the sender's endpoint progresses; a sender asleep in a
-     * wait would hold its receiver up. Frames are bounded: make every one
-     * eager (unless the user chose). libfabric reads it once, at its first
-     * use, which is here. */
-    char eager[16];
-    snprintf(eager, sizeof eager, "%u", (ofi_first_frame + 4095u) & ~4095u);
-    setenv("FI_OFI_RXM_BUFFER_SIZE", eager, 0);
+    /* rxm sends what exceeds its eager limit in segments or by
+     * rendezvous, which move data only while the sender's endpoint
+     * progresses; a sender asleep in a wait would hold its receiver up.
+     * Frames are bounded: make every one eager, one message (unless the
+     * user chose). libfabric reads these once, at its first use, which is
+     * here. */
+    if (!getenv("FI_OFI_RXM_BUFFER_SIZE")) {
+        char eager[16];
+        snprintf(eager, sizeof eager, "%u", (ofi_first_frame + 4095u) & ~4095u);
+        setenv("FI_OFI_RXM_BUFFER_SIZE", eager, 0);
+        setenv("FI_OFI_RXM_EAGER_LIMIT", eager, 0);
+    }
     void *h = dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         snprintf(ofi.why, sizeof ofi.why,

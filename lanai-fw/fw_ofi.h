@@ -29,8 +29,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FW_OFI_NSEND 64
-#define FW_OFI_NRECV 64
+/* Slots per pool: with the link's 64 KiB frames, 2 MiB in flight each way. */
+#define FW_OFI_NSEND 32
+#define FW_OFI_NRECV 32
 #define FW_OFI_NAME_MAX 64 /* bytes of an endpoint address (fi_getname) */
 
 struct fw_ofi;

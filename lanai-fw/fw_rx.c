@@ -103,7 +103,8 @@ static void rx_respond(struct fw_vi *vi)
     struct fw_link *l = &vi->link;
     while (vi->rresp.active) {
         uint32_t left = vi->rresp.len - vi->rresp.off;
-        uint32_t frag = left < VIA_MTU ? left : VIA_MTU;
+        uint32_t mtu = fw_link_mtu(l);
+        uint32_t frag = left < mtu ? left : mtu;
         struct via_wire_hdr *h = l->ops->reserve(l, frag);
         if (!h) {
             l->ops->stall(l);

@@ -154,7 +154,8 @@ static int tx_xdata(struct fw_vi *vi)
     bool read = d->op == VIP_CONTROL_OP_RDMAREAD;
     do {
         uint32_t left = read ? 0 : d->total - vi->tx_off;
-        uint32_t frag = left < VIA_MTU ? left : VIA_MTU;
+        uint32_t mtu = fw_link_mtu(l);
+        uint32_t frag = left < mtu ? left : mtu;
         struct via_wire_hdr *h = l->ops->reserve(l, frag);
         if (!h) {
             /* Link full: ask the receiver to wake us when it drains. The
