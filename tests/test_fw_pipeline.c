@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lib/tfw.h"
 
@@ -770,6 +771,32 @@ static void test_paced_never_early(void)
     teardown();
 }
 
+/* The NIC's own thread beside a host thread that runs a VI (its lock held,
+ * host_in: a poll or a post's inline send, a long turn on a network link):
+ * it dozes, leaving the VI to the host, instead of re-flagging the VI and
+ * announcing its sleep over and over (a membarrier each time). Without the
+ * host_in check it never dozes here: nobody bumps the poll counters. */
+static void test_thread_dozes_beside_host(void)
+{
+    setup(VIP_SERVICE_RELIABLE_DELIVERY, 1);
+    fw_lock(&F.a->lock);
+    atomic_store(&F.a->host_in, true);
+    fw_want_visit(F.a);
+    F.nic->own_thread = true;
+    fw_thread_start(F.nic);
+    bool dozed = false;
+    for (int i = 0; i < 5000 && !dozed; i++) { /* 5 s at most; at once when right */
+        dozed = atomic_load(&F.nic->thread_state) == FW_THREAD_DOZE;
+        if (!dozed)
+            usleep(1000);
+    }
+    atomic_store(&F.a->host_in, false);
+    fw_unlock(&F.a->lock);
+    fw_thread_stop(F.nic);
+    CU_ASSERT_TRUE(dozed);
+    teardown();
+}
+
 int main(int argc, char **argv)
 {
     static const struct tl_test tests[] = {
@@ -791,6 +818,7 @@ int main(int argc, char **argv)
         TL_TEST(test_release_due),
         TL_TEST(test_sched_doorbell_scan),
         TL_TEST(test_paced_never_early),
+        TL_TEST(test_thread_dozes_beside_host),
         TL_END,
     };
     return tl_main(argc, argv, "firmware pipeline", tests);
