@@ -345,9 +345,12 @@ static uint64_t visit(struct fw_nic *nic, unsigned id, bool *did, bool *left)
         vi->thread_seen = hp;
         if (polled || !fw_trylock(&vi->lock)) {
             fw_want_visit(vi);
-            /* A host thread that polls, or runs the VI now (a long turn:
-             * a network link's system calls), looks after it; a paced
-             * post that holds the lock a moment does not. */
+            /* A host thread that polls the VI, or runs it now (a long
+             * turn: a network link's system calls), looks after it; a
+             * paced post that holds the lock a moment does not, nor does
+             * a CQ's poller, which visits only the VIs flagged for it (a
+             * network link's arrivals flag none while the waker leaves
+             * its descriptors to pollers: AM-2 across hosts lost peers). */
             if (polled || atomic_load_explicit(&vi->host_in, memory_order_relaxed))
                 *left = true;
             fw_vi_put(vi);
@@ -355,14 +358,12 @@ static uint64_t visit(struct fw_nic *nic, unsigned id, bool *did, bool *left)
         }
     } else {
         fw_lock(&vi->lock);
-        atomic_store_explicit(&vi->host_in, true, memory_order_relaxed); /* a CQ's poller */
     }
     uint64_t before = vi_sig(vi);
     fw_vi_run(vi, true);
     if (vi_sig(vi) != before)
         *did = true;
     uint64_t held = vi->held;
-    atomic_store_explicit(&vi->host_in, false, memory_order_relaxed);
     fw_unlock(&vi->lock);
     fw_vi_put(vi);
     return held;

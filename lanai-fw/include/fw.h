@@ -156,7 +156,7 @@ struct fw_vi {
     _Atomic bool quiet;
     _Atomic uint32_t host_polls; /* bumped by host threads polling this VI */
     uint32_t thread_seen;        /* the NIC thread's last look at host_polls */
-    _Atomic bool host_in;        /* a host thread runs the VI under its lock (a poll, a post) */
+    _Atomic bool host_in;        /* a host thread runs this VI under its lock (its poll, a post) */
     _Atomic(struct via_chan *) poll_chan;
     _Atomic(struct via_chan_dir *) poll_dir;
     /* Our end of a shared-memory link, whose wake word (rx_wake) the host's
