@@ -267,6 +267,10 @@ $(B)/fuzz/fuzz_wire: $(B)/obj/tests/fuzz/fuzz_wire.o $(call obj,$(TEST_LIB) $(TF
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ -lcunit -lpthread -lm
 
+$(B)/fuzz/fuzz_net: $(B)/obj/tests/fuzz/fuzz_net.o $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ -lpthread -lm
+
 $(B)/fuzz/fuzz_profile: $(B)/obj/tests/fuzz/fuzz_profile.o $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ -lpthread -lm
