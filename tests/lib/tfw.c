@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "tfw.h"
 
@@ -92,8 +94,12 @@ void setup_opts(const struct opts *o)
     F.chan->vi_id[0] = VI_A;
     F.chan->vi_id[1] = VI_B;
     if (o->connect) {
-        nic_vi_connect(F.a, F.chan, 0, VI_B, F.ev, -1, -1);
-        nic_vi_connect(F.b, F.chan, 1, VI_A, F.ev, -1, -1);
+        int pa = o->cma ? (int)syscall(SYS_pidfd_open, getpid(), 0) : -1;
+        int pb = o->cma ? (int)syscall(SYS_pidfd_open, getpid(), 0) : -1;
+        if (o->cma && (pa < 0 || pb < 0))
+            abort();
+        nic_vi_connect(F.a, F.chan, 0, VI_B, F.ev, -1, pa);
+        nic_vi_connect(F.b, F.chan, 1, VI_A, F.ev, -1, pb);
     }
 }
 

@@ -55,6 +55,8 @@ struct opts {
     bool connect;
     bool cq;                        /* A's send queue and B's receive queue on one CQ */
     const struct via_profile *prof; /* paced NIC with this profile; NULL: native */
+    bool cma;                       /* each VI's peer is this process (a pidfd, as vipd
+                                       gives): large SENDs may go by rendezvous */
 };
 
 struct tfw_fixture {
