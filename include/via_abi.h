@@ -269,6 +269,7 @@ enum via_pkt_type {
     VIA_PKT_NAK = 7,
     VIA_PKT_SEND_RTS = 8, /* native, same host: a SEND's segment table, not its
                              bytes; the receiver pulls them (spec-notes/cma.md) */
+    VIA_PKT_WRITE_RTS = 9, /* the same for an RDMA write (rkey/raddr the target's) */
     VIA_PKT_NTYPES
 };
 #define VIA_PKT_FIRST 0x1u
@@ -285,7 +286,7 @@ enum via_nak_reason {
     VIA_NAK_PULL_FAULT = 5,   /* SEND_RTS: the named source could not be read */
 };
 
-/* The payload of a SEND_RTS packet: one entry per gather segment, in the
+/* The payload of a SEND_RTS or WRITE_RTS packet: one entry per gather segment, in the
  * sender's address space (frag_len = entries * 16; msg_len their sum). */
 struct via_rts_seg {
     uint64_t va;

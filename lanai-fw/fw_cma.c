@@ -10,6 +10,8 @@
  * receive descriptor, moves the bytes with process_vm_readv(2) straight
  * from the sender's memory into its scatter list, completes the receive
  * and answers with an ACK, which completes the send (fw_rx.c, fw_tx.c).
+ * An RDMA write goes the same way as a WRITE_RTS: the target NIC checks
+ * the target range (TPT, enables) first, then pulls into it.
  *
  * Who may be read: the peer's pid comes from the pidfd vipd opened for the
  * connection (trusted), never from a packet. The kernel allows the read
@@ -73,7 +75,7 @@ bool fw_cma_wanted(const struct fw_vi *vi, const struct fw_xdes *d)
 {
     /* The ACK that completes the send needs a reliable level (an
      * unreliable receiver answers nothing). */
-    return vi->cma && d->op == VIP_CONTROL_OP_SENDRECV && d->total >= FW_CMA_MIN &&
+    return vi->cma && d->op != VIP_CONTROL_OP_RDMAREAD && d->total >= FW_CMA_MIN &&
            vi->reliability != VIP_SERVICE_UNRELIABLE;
 }
 

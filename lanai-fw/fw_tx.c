@@ -165,8 +165,9 @@ static struct via_wire_hdr *tx_reserve(struct fw_vi *vi, uint32_t payload)
     return h;
 }
 
-/* T4 + T5 of a large SEND in one copy (fw_cma.c): the segment table goes
- * out, the receiving NIC pulls the bytes, and its ACK completes the send. */
+/* T4 + T5 of a large SEND or RDMA write in one copy (fw_cma.c): the
+ * segment table goes out, the peer NIC pulls the bytes, and its ACK
+ * completes the descriptor. */
 static int tx_rts(struct fw_vi *vi)
 {
     struct fw_xdes *d = &vi->txd;
@@ -176,13 +177,15 @@ static int tx_rts(struct fw_vi *vi)
     if (!h)
         return FW_TX_BLOCKED;
     memcpy(h + 1, tab, bytes);
+    bool write = d->op == VIP_CONTROL_OP_RDMAWRITE;
     *h = (struct via_wire_hdr){
-        .version = VIA_WIRE_VERSION, .type = VIA_PKT_SEND_RTS,
+        .version = VIA_WIRE_VERSION, .type = write ? VIA_PKT_WRITE_RTS : VIA_PKT_SEND_RTS,
         .flags = VIA_PKT_FIRST | VIA_PKT_LAST |
                  ((d->control & VIP_CONTROL_IMMEDIATE) ? VIA_PKT_IMM : 0),
         .src_nic = vi->nic->nic_index, .dst_nic = vi->chan->nic[1 - vi->side],
         .dst_vi = vi->peer_vi, .conn_id = vi->chan->conn_id, .msg_seq = vi->tx_seq,
-        .msg_len = d->total, .frag_len = bytes, .imm = d->imm};
+        .msg_len = d->total, .frag_len = bytes, .imm = d->imm, .rkey = d->rkey,
+        .raddr = d->raddr};
     vi->link.ops->publish(&vi->link, h);
     vi->tx_rdv = true;
     vi->rd_got = 0;

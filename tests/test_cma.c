@@ -1,7 +1,8 @@
 /*
- * test_cma.c - large SENDs in one copy (lanai-fw/fw_cma.c): the sending NIC
- * publishes a SEND_RTS naming its segments, the receiving NIC pulls the
- * bytes with process_vm_readv and its ACK completes the send.
+ * test_cma.c - large SENDs and RDMA writes in one copy (lanai-fw/fw_cma.c):
+ * the sending NIC publishes a SEND_RTS (WRITE_RTS) naming its segments, the
+ * receiving NIC pulls the bytes with process_vm_readv and its ACK completes
+ * the descriptor.
  *
  * The firmware fixture (tests/lib/tfw.h) with both VIs' peer named by a
  * pidfd of this process, as vipd names the peer process of a local
@@ -336,6 +337,80 @@ static void test_receive_too_short(void)
     teardown();
 }
 
+/* ---- RDMA write ------------------------------------------------------------------ */
+
+/* A writes RDMA_LEN bytes into B's region in three segments: a WRITE_RTS,
+ * the target pulls after its checks; with immediate data B's receive
+ * completes as the remote write. refuse: B refuses the pull (the EPERM
+ * path), and the write goes again through the ring. */
+static void write_pulled(uint32_t rel, bool imm, bool refuse)
+{
+    setup_cma(rel, false);
+    set_vi(F.b, PTAG_A, VIA_MAX_TRANSFER, true);
+    if (refuse)
+        F.b->cma = false;
+    memset(F.rdma, 0xEE, RDMA_LEN);
+    uint8_t *src = F.mem + OFF_SDATA;
+    tl_fill(src, RDMA_LEN, 43);
+    VIP_DESCRIPTOR *sd = at(OFF_SDESC), *rd = at(OFF_RDESC);
+    rdma_desc(sd, VIP_CONTROL_OP_RDMAWRITE | (imm ? VIP_CONTROL_IMMEDIATE : 0),
+              (uint64_t)(uintptr_t)F.rdma, F.mh_rdma, src, RDMA_LEN, 3);
+    sd->CS.ImmediateData = 0xC0FFEEu;
+    tl_desc_1(rd, F.mem + OFF_RDATA, 16, F.mh);
+    post_recv(F.b, rd, F.mh);
+    post_send(F.a, sd, F.mh);
+    CU_ASSERT_EQUAL(next_from_a(), VIA_PKT_WRITE_RTS);
+    void *w[] = {sd, rd};
+    CU_ASSERT_EQUAL_FATAL(pump(w, imm ? 2 : 1), 0);
+    ERR_EXPECT(status_of(sd), 0);
+    CU_ASSERT_EQUAL(status_of(sd) & VIP_STATUS_OP_MASK, VIP_STATUS_OP_RDMA_WRITE);
+    CU_ASSERT_EQUAL(tl_verify(F.rdma, RDMA_LEN, 43), -1);
+    if (imm) {
+        ERR_EXPECT(status_of(rd), 0);
+        CU_ASSERT_EQUAL(status_of(rd) & VIP_STATUS_OP_MASK, VIP_STATUS_OP_REMOTE_RDMA_WRITE);
+        CU_ASSERT_EQUAL(rd->CS.ImmediateData, 0xC0FFEEu);
+    } else {
+        progress(F.b);
+        CU_ASSERT_EQUAL(status_of(rd), 0); /* not consumed */
+    }
+    CU_ASSERT_EQUAL(F.a->cma, !refuse);
+    CU_ASSERT_TRUE(no_error(F.a));
+    CU_ASSERT_TRUE(no_error(F.b));
+    teardown();
+}
+
+static void test_write_pulled(void)
+{
+    write_pulled(VIP_SERVICE_RELIABLE_DELIVERY, false, false);
+    write_pulled(VIP_SERVICE_RELIABLE_DELIVERY, true, false);
+    write_pulled(VIP_SERVICE_RELIABLE_RECEPTION, true, false);
+    write_pulled(VIP_SERVICE_RELIABLE_DELIVERY, true, true);
+    write_pulled(VIP_SERVICE_RELIABLE_RECEPTION, false, true);
+}
+
+/* A WRITE_RTS to memory the target may not write (registered without the
+ * RDMA-write enable): nothing is pulled, A's write fails with the
+ * protection error, both VIs break, as for a ring RDMA write. */
+static void test_write_protection(void)
+{
+    setup_cma(VIP_SERVICE_RELIABLE_DELIVERY, false);
+    set_vi(F.b, PTAG_A, VIA_MAX_TRANSFER, true);
+    uint8_t *dst = F.mem + OFF_RDATA;
+    memset(dst, 0xEE, 1u << 17);
+    VIP_DESCRIPTOR *sd = at(OFF_SDESC);
+    rdma_desc(sd, VIP_CONTROL_OP_RDMAWRITE, (uint64_t)(uintptr_t)dst, F.mh, F.mem + OFF_SDATA,
+              1u << 17, 2);
+    post_send(F.a, sd, F.mh);
+    CU_ASSERT_EQUAL(next_from_a(), VIA_PKT_WRITE_RTS);
+    void *w[] = {sd};
+    CU_ASSERT_EQUAL_FATAL(pump(w, 1), 0);
+    ERR_EXPECT(status_of(sd), VIP_STATUS_RDMA_PROT_ERROR);
+    CU_ASSERT_EQUAL(first_not(dst, 1u << 17, 0xEE), -1);
+    EXPECT_ERROR(F.b, VIP_ERROR_RDMAW_PROT, true);
+    EXPECT_ERROR(F.a, VIP_ERROR_RDMAW_PROT, true); /* as for a ring write */
+    teardown();
+}
+
 int main(int argc, char **argv)
 {
     static const struct tl_test tests[] = {
@@ -348,6 +423,8 @@ int main(int argc, char **argv)
         TL_TEST(test_hostile_rts),
         TL_TEST(test_no_receive),
         TL_TEST(test_receive_too_short),
+        TL_TEST(test_write_pulled),
+        TL_TEST(test_write_protection),
         TL_END,
     };
     return tl_main(argc, argv, "one copy by cross-memory attach", tests);

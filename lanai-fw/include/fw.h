@@ -289,7 +289,7 @@ void fw_cma_init(struct fw_nic *nic);
  * use the rendezvous? Native profile, shared-memory link, a reliable
  * level, a peer process vipd named. */
 void fw_cma_connect(struct fw_vi *vi, int peer_pidfd);
-/* The sender: does this send go as a SEND_RTS? */
+/* The sender: does this send or RDMA write go as a SEND_RTS / WRITE_RTS? */
 bool fw_cma_wanted(const struct fw_vi *vi, const struct fw_xdes *d);
 /* The sender: the RTS payload of d's gather list into out (room for
  * VIA_MAX_SEGS); returns its bytes. */

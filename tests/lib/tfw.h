@@ -153,6 +153,11 @@ void inject(int dir, struct via_wire_hdr h, const void *payload);
 bool look(int dir, struct via_wire_hdr *h);
 uint64_t ring_head(int dir);
 
+/* An RDMA descriptor at d: DS[0] the remote address segment, then the
+ * local range [local, local + len) in nseg segments (handle F.mh). */
+void rdma_desc(VIP_DESCRIPTOR *d, uint16_t op, uint64_t raddr, uint32_t rkey,
+               uint8_t *local, uint32_t len, unsigned nseg);
+
 /* ---- a whole message, A to B --------------------------------------------- */
 /* Send `len` bytes in `ss` segments, receive in `rs` segments (buffer
  * len + slack), with or without immediate data; check everything. */
