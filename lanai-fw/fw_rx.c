@@ -368,13 +368,15 @@ static void op_send_rts(struct fw_vi *vi, const struct via_wire_hdr *h, const ui
         return;
     }
     vi->rx = FW_RX_IDLE;
+    /* The ACK before the completion: once the program sees its receive it
+     * may disconnect at once, and the send completes only on this ACK. */
+    vi->ack_owed = h->msg_seq;
+    rx_answer(vi);
     if (h->flags & VIA_PKT_IMM)
         vi->rxd.imm = h->imm;
     fw_updt(vi, &vi->rxd, true, (h->flags & VIA_PKT_IMM) ? VIP_STATUS_IMMEDIATE : 0,
             h->msg_len);
     vi->rq.head++;
-    vi->ack_owed = h->msg_seq;
-    rx_answer(vi);
 }
 
 static void rx_write_placed(struct fw_vi *vi, const struct via_wire_hdr *h);
