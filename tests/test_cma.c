@@ -89,11 +89,11 @@ static void test_ring_kept(void)
     rdv_xfer(VIP_SERVICE_UNRELIABLE, 1u << 20, 2, 2, 0, VIA_PKT_SEND);
 }
 
-#define MANY 8u
-#define MANY_LEN (96u << 10)
+#define MANY 4u
+#define MANY_LEN FW_CMA_MIN
 
-/* Sends and receives posted MANY at a time, through a CQ of 4 slots the
- * test empties as it goes: every byte arrives, each descriptor completes
+/* Sends and receives posted MANY at a time, through a CQ of 4 slots (half
+ * of what they complete) the test empties as it goes: every byte arrives, each descriptor completes
  * once, with its CQ entry, and the sends complete in order. */
 static void test_many_outstanding_cq(void)
 {
@@ -152,7 +152,7 @@ static void refused(uint32_t rel)
     setup_cma(rel, false);
     F.b->cma = false;
     VIP_DESCRIPTOR *sd[3], *rd[3];
-    const uint32_t len = 200000;
+    const uint32_t len = FW_CMA_MIN + 1000;
     for (unsigned i = 0; i < 3; i++) {
         sd[i] = at(OFF_SDESC + 512 * i);
         rd[i] = at(OFF_RDESC + 512 * i);
@@ -211,7 +211,7 @@ static void test_source_unreadable(void)
 {
     setup_cma(VIP_SERVICE_RELIABLE_DELIVERY, false);
     VIP_DESCRIPTOR *sd = at(OFF_SDESC), *rd = at(OFF_RDESC), *rd2 = at(OFF_RDESC + 512);
-    const uint32_t len = 256u << 10;
+    const uint32_t len = FW_CMA_MIN;
     uint8_t *src = F.mem + OFF_SDATA, *dst = F.mem + OFF_RDATA;
     memset(dst, 0xEE, 2 * len);
     tl_desc_split(sd, src, len, 2, F.mh);
@@ -297,7 +297,7 @@ static void test_no_receive(void)
 {
     setup_cma(VIP_SERVICE_RELIABLE_DELIVERY, false);
     VIP_DESCRIPTOR *sd = at(OFF_SDESC);
-    tl_desc_1(sd, F.mem + OFF_SDATA, 100000, F.mh);
+    tl_desc_1(sd, F.mem + OFF_SDATA, FW_CMA_MIN, F.mh);
     post_send(F.a, sd, F.mh);
     CU_ASSERT_EQUAL(next_from_a(), VIA_PKT_SEND_RTS);
     CU_ASSERT_EQUAL(status_of(sd), 0); /* waits for the receiver's answer */
@@ -322,14 +322,14 @@ static void test_receive_too_short(void)
     setup_cma(VIP_SERVICE_RELIABLE_DELIVERY, false);
     VIP_DESCRIPTOR *sd = at(OFF_SDESC), *rd = at(OFF_RDESC);
     uint8_t *dst = F.mem + OFF_RDATA;
-    memset(dst, 0xEE, 100000);
-    tl_desc_1(sd, F.mem + OFF_SDATA, 100000, F.mh);
-    tl_desc_1(rd, dst, 99999, F.mh);
+    memset(dst, 0xEE, FW_CMA_MIN);
+    tl_desc_1(sd, F.mem + OFF_SDATA, FW_CMA_MIN, F.mh);
+    tl_desc_1(rd, dst, FW_CMA_MIN - 1, F.mh);
     post_recv(F.b, rd, F.mh);
     post_send(F.a, sd, F.mh);
     progress(F.b);
     ERR_EXPECT(status_of(rd), VIP_STATUS_LENGTH_ERROR);
-    CU_ASSERT_EQUAL(first_not(dst, 100000, 0xEE), -1);
+    CU_ASSERT_EQUAL(first_not(dst, FW_CMA_MIN, 0xEE), -1);
     EXPECT_ERROR(F.b, VIP_ERROR_POST_DESC, true);
     progress(F.a);
     ERR_EXPECT(status_of(sd), VIP_STATUS_TRANSPORT_ERROR);
@@ -349,12 +349,16 @@ static void write_pulled(uint32_t rel, bool imm, bool refuse)
     set_vi(F.b, PTAG_A, VIA_MAX_TRANSFER, true);
     if (refuse)
         F.b->cma = false;
-    memset(F.rdma, 0xEE, RDMA_LEN);
+    /* the fixture's RDMA region is below FW_CMA_MIN: one of our own */
+    const uint32_t len = FW_CMA_MIN + 3000;
+    uint8_t *tgt = zalloc(4096, len + 4096);
+    uint32_t mh_tgt = reg(IDX_STAGING + 1, 2, PTAG_A, tgt, len + 4096, VIA_TPT_RDMA_WRITE);
+    memset(tgt, 0xEE, len + 4096);
     uint8_t *src = F.mem + OFF_SDATA;
-    tl_fill(src, RDMA_LEN, 43);
+    tl_fill(src, len, 43);
     VIP_DESCRIPTOR *sd = at(OFF_SDESC), *rd = at(OFF_RDESC);
     rdma_desc(sd, VIP_CONTROL_OP_RDMAWRITE | (imm ? VIP_CONTROL_IMMEDIATE : 0),
-              (uint64_t)(uintptr_t)F.rdma, F.mh_rdma, src, RDMA_LEN, 3);
+              (uint64_t)(uintptr_t)tgt, mh_tgt, src, len, 3);
     sd->CS.ImmediateData = 0xC0FFEEu;
     tl_desc_1(rd, F.mem + OFF_RDATA, 16, F.mh);
     post_recv(F.b, rd, F.mh);
@@ -364,7 +368,8 @@ static void write_pulled(uint32_t rel, bool imm, bool refuse)
     CU_ASSERT_EQUAL_FATAL(pump(w, imm ? 2 : 1), 0);
     ERR_EXPECT(status_of(sd), 0);
     CU_ASSERT_EQUAL(status_of(sd) & VIP_STATUS_OP_MASK, VIP_STATUS_OP_RDMA_WRITE);
-    CU_ASSERT_EQUAL(tl_verify(F.rdma, RDMA_LEN, 43), -1);
+    CU_ASSERT_EQUAL(tl_verify(tgt, len, 43), -1);
+    CU_ASSERT_EQUAL(first_not(tgt + len, 4096, 0xEE), -1);
     if (imm) {
         ERR_EXPECT(status_of(rd), 0);
         CU_ASSERT_EQUAL(status_of(rd) & VIP_STATUS_OP_MASK, VIP_STATUS_OP_REMOTE_RDMA_WRITE);
@@ -377,6 +382,7 @@ static void write_pulled(uint32_t rel, bool imm, bool refuse)
     CU_ASSERT_TRUE(no_error(F.a));
     CU_ASSERT_TRUE(no_error(F.b));
     teardown();
+    free(tgt);
 }
 
 static void test_write_pulled(void)
@@ -396,16 +402,16 @@ static void test_write_protection(void)
     setup_cma(VIP_SERVICE_RELIABLE_DELIVERY, false);
     set_vi(F.b, PTAG_A, VIA_MAX_TRANSFER, true);
     uint8_t *dst = F.mem + OFF_RDATA;
-    memset(dst, 0xEE, 1u << 17);
+    memset(dst, 0xEE, FW_CMA_MIN);
     VIP_DESCRIPTOR *sd = at(OFF_SDESC);
     rdma_desc(sd, VIP_CONTROL_OP_RDMAWRITE, (uint64_t)(uintptr_t)dst, F.mh, F.mem + OFF_SDATA,
-              1u << 17, 2);
+              FW_CMA_MIN, 2);
     post_send(F.a, sd, F.mh);
     CU_ASSERT_EQUAL(next_from_a(), VIA_PKT_WRITE_RTS);
     void *w[] = {sd};
     CU_ASSERT_EQUAL_FATAL(pump(w, 1), 0);
     ERR_EXPECT(status_of(sd), VIP_STATUS_RDMA_PROT_ERROR);
-    CU_ASSERT_EQUAL(first_not(dst, 1u << 17, 0xEE), -1);
+    CU_ASSERT_EQUAL(first_not(dst, FW_CMA_MIN, 0xEE), -1);
     EXPECT_ERROR(F.b, VIP_ERROR_RDMAW_PROT, true);
     EXPECT_ERROR(F.a, VIP_ERROR_RDMAW_PROT, true); /* as for a ring write */
     teardown();

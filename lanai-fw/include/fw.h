@@ -281,8 +281,10 @@ void fw_live_unwatch(struct fw_vi *vi);
 bool fw_live_exited(int pidfd);
 
 /* ---- one copy by cross-memory attach (fw_cma.c) -------------------------------- */
-/* Messages from this size on go as a SEND_RTS (the rendezvous). */
-#define FW_CMA_MIN (64u << 10)
+/* Messages from this size on go by rendezvous. Measured (spec-notes/cma.md):
+ * below it one pull at a time per VI loses to the two pipelined ring copies
+ * (64 KiB ping-pong, 128 KiB streams). */
+#define FW_CMA_MIN (256u << 10)
 /* Read VIP_CMA once for the NIC. */
 void fw_cma_init(struct fw_nic *nic);
 /* At connect (before fw_live_watch takes the pidfd): may this connection
