@@ -19,8 +19,9 @@
  * read all of the sender's memory anyway; a sender that names other
  * addresses reads its own memory into its peer, or fails its own
  * connection. Where the kernel refuses (EPERM: another user, a
- * non-dumpable peer), or VIP_CMA=0, the receiver says so with a NAK and
- * the message and the rest of the connection's go through the ring.
+ * non-dumpable peer), or the receiver's NIC has it off (VIP_CMA is not 1
+ * there), the receiver says so with a NAK and the message and the rest of
+ * the connection's go through the ring.
  * Spec-notes/cma.md has the argument and the figures.
  */
 #include <errno.h>
@@ -34,10 +35,13 @@
 #include "fw.h"
 #include "fw_link.h"
 
+/* Off unless VIP_CMA=1: on this machine the pull (about half memcpy's rate
+ * from DRAM, page pinning included) beats the two pipelined ring copies
+ * only when the two ends share a core's throughput (spec-notes/cma.md). */
 void fw_cma_init(struct fw_nic *nic)
 {
     const char *e = getenv("VIP_CMA");
-    nic->cma_on = !(e && strcmp(e, "0") == 0);
+    nic->cma_on = e && strcmp(e, "1") == 0;
 }
 
 /* The pid a pidfd stands for, in our pid namespace (its fdinfo's Pid

@@ -232,7 +232,7 @@ struct fw_nic {
     const struct via_profile *prof;  /* &prof_own */
     struct via_profile prof_own;     /* ours: the shared page's copy is anyone's to edit */
     bool paced;
-    bool cma_on;                     /* VIP_CMA is not 0: the rendezvous is allowed */
+    bool cma_on;                     /* VIP_CMA=1: the rendezvous is allowed */
 
     /* The VI table, and which VIs the NIC must visit besides those whose
      * arrival bit a peer set (a held effect, a stalled send, a wake owed). */
@@ -285,7 +285,7 @@ bool fw_live_exited(int pidfd);
  * below it one pull at a time per VI loses to the two pipelined ring copies
  * (64 KiB ping-pong, 128 KiB streams). */
 #define FW_CMA_MIN (256u << 10)
-/* Read VIP_CMA once for the NIC. */
+/* Read VIP_CMA once for the NIC (1: on; otherwise off). */
 void fw_cma_init(struct fw_nic *nic);
 /* At connect (before fw_live_watch takes the pidfd): may this connection
  * use the rendezvous? Native profile, shared-memory link, a reliable
