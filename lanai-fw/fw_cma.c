@@ -128,7 +128,7 @@ int fw_cma_pull(struct fw_vi *vi, const struct via_rts_seg *src, unsigned n, uin
                 const struct fw_xdes *dst)
 {
     if (!vi->cma)
-        return EPERM; /* VIP_CMA=0 here, or refused once already */
+        return EPERM; /* VIP_CMA is not 1 here, or refused once already */
     struct iovec lv[VIA_MAX_SEGS], rv[VIA_MAX_SEGS];
     unsigned long ln = 0, rn = n;
     uint32_t left = total;

@@ -319,7 +319,7 @@ static void op_send(struct fw_vi *vi, const struct via_wire_hdr *h, const uint8_
         vi->rx = FW_RX_IDLE;
 }
 
-/* A SEND_RTS we cannot pull (VIP_CMA=0 here, the kernel's EPERM): the
+/* An RTS we cannot pull (VIP_CMA is not 1 here, the kernel's EPERM): the
  * sender hears it as a NAK and sends the message again through the ring,
  * with the same sequence number; no receive descriptor was used. */
 static void rx_pull_refused(struct fw_vi *vi, const struct via_wire_hdr *h)
@@ -352,7 +352,7 @@ static void op_send_rts(struct fw_vi *vi, const struct via_wire_hdr *h, const ui
     }
     int err = fw_cma_pull(vi, src, n, h->msg_len, &vi->rxd);
     if (err == EPERM) {
-        /* The kernel's refusal, or ours (VIP_CMA=0, refused once): the
+        /* The kernel's refusal, or ours (VIP_CMA off, refused once): the
          * descriptor stays queued for the ring's copy. */
         vi->rx = FW_RX_IDLE;
         rx_pull_refused(vi, h);

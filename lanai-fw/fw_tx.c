@@ -148,8 +148,6 @@ static const uint8_t tx_pkt_type[4] = {
     [VIP_CONTROL_OP_RDMAREAD] = VIA_PKT_RDMA_READ_REQ,
 };
 
-/* T4 XData + T5 Transmit, one fragment per turn until the message is out.
- * An RDMA read's request is one header: its data come back (fw_rx.c). */
 /* Room on the link for a packet of `payload` bytes, or NULL. */
 static struct via_wire_hdr *tx_reserve(struct fw_vi *vi, uint32_t payload)
 {
@@ -194,6 +192,8 @@ static int tx_rts(struct fw_vi *vi)
     return FW_TX_UPDT;
 }
 
+/* T4 XData + T5 Transmit, one fragment per turn until the message is out.
+ * An RDMA read's request is one header: its data come back (fw_rx.c). */
 static int tx_xdata(struct fw_vi *vi)
 {
     struct fw_link *l = &vi->link;

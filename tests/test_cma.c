@@ -147,7 +147,7 @@ static void test_many_outstanding_cq(void)
     teardown();
 }
 
-/* The receiving side refuses to pull (as VIP_CMA=0 there, or the kernel's
+/* The receiving side refuses to pull (as with VIP_CMA off there, or the kernel's
  * EPERM): the sender hears a NAK and sends the message again through the
  * ring, and the connection's next messages go there at once; nothing is
  * lost, no error. */
