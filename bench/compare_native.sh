@@ -14,11 +14,15 @@
 #                      percentile (its "typical"); our mean vs its mean and vs
 #                      fi_pingpong's usec/xfer (a mean: total time / transfers)
 #   64 KiB ping-pong   ping-pong vs fi_pingpong -S 65536: bytes / mean one-way time
-#   1 MiB streaming    vip_send_bw (64 sends in flight) vs ucx_perftest -t tag_bw -O 64
-#                      (as many): bytes / time of the whole run (ucx's "overall")
-#   8 B message rate   vip_send_bw -s 8 vs ucx_perftest -t tag_bw -s 8 -O 64 (a window of
-#                      64 each): messages / time of the whole run ("overall")
-#   RDMA write         vip_write_bw 1 MiB vs our vip_send_bw (the same program logic and
+#   1 MiB streaming    vip_send_bw -b 1 (64 sends in flight) vs ucx_perftest -t tag_bw -O 64
+#                      (as many): bytes / time of the whole run (ucx's "overall"). Both
+#                      send every message from one buffer and receive into one (-b 1;
+#                      perftest's way), so the data is as hot in the cache on both
+#                      sides; a second line gives ours with a buffer per descriptor
+#   8 B message rate   vip_send_bw -s 8 -b 1 vs ucx_perftest -t tag_bw -s 8 -O 64 (a window
+#                      of 64 each): messages / time of the whole run ("overall")
+#   RDMA write         vip_write_bw 1 MiB (a slot per write) vs our vip_send_bw with a
+#                      buffer per descriptor (the same program logic, buffers and
 #                      statistic) and vs ucx_perftest -t put_bw (UCT posix, bcopy)
 #   VIs                native: 4 B median with 1024 idle VIs per process, and with 1024
 #                      VIs active (vip_send_lat --active: round-robin ping-pong over
@@ -172,7 +176,7 @@ say "compare_native: $RUNS runs of each measurement$([ "$QUICK" = 1 ] && echo ' 
 
 # ---- native profile ----------------------------------------------------------------
 lat_med=() lat_avg=() ucx_p50=() ucx_avg=() fi_lat=()
-pp=() fi_pp=() bw=() ucx_bw=() mr=() ucx_mr=() wbw=() ucx_put=()
+pp=() fi_pp=() bw=() bwm=() ucx_bw=() mr=() ucx_mr=() wbw=() ucx_put=()
 lat_base=() lat_idle=() lat_active=() ev=() ev_sleep=()
 # wake-up and delivery: 16 B ours / pipe / udp, 1 MiB ours / pipe (see wake_run)
 for n in via pipe udp big_via big_pipe; do
@@ -196,8 +200,10 @@ for r in $(seq "$RUNS"); do
     fi_run "$PP_SIZE" "$PP_N"
     fi_pp+=("$(calc "$PP_SIZE / $FI_USEC")")
     say "  run $r/$RUNS: 1 MiB streaming: vip_send_bw, vip_write_bw, ucx_perftest tag_bw, put_bw"
-    ours "$BIN/vip_send_bw" -s 1M -n "$BW_N"
+    ours "$BIN/vip_send_bw" -s 1M -n "$BW_N" -b 1
     bw+=("${ROW[4]}")
+    ours "$BIN/vip_send_bw" -s 1M -n "$BW_N"
+    bwm+=("${ROW[4]}")
     ours "$BIN/vip_write_bw" -s 1M -n "$BW_N"
     wbw+=("${ROW[4]}")
     if [ "$HAVE_UCX" = 1 ]; then
@@ -207,7 +213,7 @@ for r in $(seq "$RUNS"); do
         ucx_put+=("$UCX_MBS")
     fi
     say "  run $r/$RUNS: 8 B message rate: vip_send_bw -s 8, ucx_perftest -t tag_bw -s 8"
-    ours "$BIN/vip_send_bw" -s 8 -n "$MR_N"
+    ours "$BIN/vip_send_bw" -s 8 -n "$MR_N" -b 1
     mr+=("${ROW[6]}")
     if [ "$HAVE_UCX" = 1 ]; then
         ucx_run tag_bw 8 "$MR_N" -O "$WINDOW"
@@ -320,8 +326,8 @@ mmsg() {
 }
 # shellcheck disable=SC2034
 {
-    bw_g=() ucx_bw_g=() wbw_g=() ucx_put_g=() pp_g=() fi_pp_g=() mr_m=() ucx_mr_m=()
-    mbs bw bw_g; mbs ucx_bw ucx_bw_g; mbs wbw wbw_g; mbs ucx_put ucx_put_g
+    bw_g=() bwm_g=() ucx_bw_g=() wbw_g=() ucx_put_g=() pp_g=() fi_pp_g=() mr_m=() ucx_mr_m=()
+    mbs bw bw_g; mbs bwm bwm_g; mbs ucx_bw ucx_bw_g; mbs wbw wbw_g; mbs ucx_put ucx_put_g
     mbs pp pp_g; mbs fi_pp fi_pp_g; mmsg mr mr_m; mmsg ucx_mr ucx_mr_m
 }
 
@@ -341,8 +347,9 @@ line "4 B one-way [us] vs UCX tag_lat" lat_avg ucx_avg 3 "mean / mean" x -
 line "4 B one-way [us] vs fi_pingpong shm" lat_avg fi_lat 3 "mean / mean (usec/xfer)" x -
 line "64 KiB ping-pong [GB/s] vs fi_pingpong shm" pp_g fi_pp_g 2 "bytes / mean one-way" pct ">= 1"
 line "1 MiB streaming [GB/s] vs UCX tag_bw" bw_g ucx_bw_g 2 "whole run, window 64 / 64" pct ">= 1"
+line "1 MiB streaming, buffer per send vs one" bwm_g bw_g 2 "whole run / whole run (ours)" pct -
 line "8 B message rate [Mmsg/s] vs UCX tag_bw" mr_m ucx_mr_m 3 "whole run, window 64 / 64" pct ">= 0.7"
-line "1 MiB RDMA write [GB/s] vs our send stream" wbw_g bw_g 2 "whole run / whole run" pct ">= 1"
+line "1 MiB RDMA write [GB/s] vs our send stream" wbw_g bwm_g 2 "whole run / whole run" pct ">= 1"
 line "1 MiB RDMA write [GB/s] vs UCX put_bw" wbw_g ucx_put_g 2 "whole run (UCX overall)" pct -
 line "4 B one-way, $NVIS idle VIs [us] vs 1 VI" lat_idle lat_base 3 "median / median" x "<= 1.2"
 line "4 B one-way, $NVIS VIs active [us] vs 1 VI" lat_active lat_base 3 "median / median" x -
@@ -370,7 +377,7 @@ row "16 B first message [us], bound" "$(num "$m_first" 1)" "-" "median over runs
 echo "$rule"
 echo "# 4 B one-way: ping-pong, RTT/2 (vip_send_lat, $LAT_N iterations; tag_lat, fi_pingpong the same count)."
 echo "# 64 KiB: vip_send_lat -s 64K and fi_pingpong -S 65536, $PP_N iterations; 65536 B / mean one-way time."
-echo "# streaming: vip_send_bw / vip_write_bw ($BW_N x 1 MiB, $WINDOW in flight) and tag_bw -O $WINDOW / put_bw ($BW_N);"
+echo "# streaming: vip_send_bw -b 1 (one buffer per side, as tag_bw), vip_send_bw and vip_write_bw (a buffer per descriptor) ($BW_N x 1 MiB, $WINDOW in flight) and tag_bw -O $WINDOW / put_bw ($BW_N);"
 echo "#   8 B rate: $MR_N messages each side. GB = 10^9 bytes."
 echo "# VIs: native has hardware doorbells (no scan); --vis adds idle VIs, --active $NVIS goes round"
 echo "#   $NVIS connected VIs; paced $PACED: model 1 VI $model1 us, $SCAN_VIS VIs $modelN us (vip_model --vis),"
@@ -383,7 +390,7 @@ echo "#   computes 5000 us after posting in the delivery test ($WAKE_M); $WAKE_C
 echo "# runs: 4 B median ours ${lat_med[*]} | UCX p50 ${ucx_p50[*]:-n/a}"
 echo "# runs: 4 B mean ours ${lat_avg[*]} | UCX ${ucx_avg[*]:-n/a} | fi ${fi_lat[*]}"
 echo "# runs: 64 KiB MB/s ours ${pp[*]} | fi ${fi_pp[*]}"
-echo "# runs: 1 MiB MB/s send ${bw[*]} | write ${wbw[*]} | UCX tag_bw ${ucx_bw[*]:-n/a} | put_bw ${ucx_put[*]:-n/a}"
+echo "# runs: 1 MiB MB/s send, one buffer ${bw[*]} | a buffer per send ${bwm[*]} | write ${wbw[*]} | UCX tag_bw ${ucx_bw[*]:-n/a} | put_bw ${ucx_put[*]:-n/a}"
 echo "# runs: 8 B msg/s ours ${mr[*]} | UCX ${ucx_mr[*]:-n/a}"
 echo "# runs: 4 B median, 1 VI ${lat_base[*]} | $NVIS idle ${lat_idle[*]} | $NVIS active ${lat_active[*]}"
 echo "# runs: paced $PACED 1 VI ${scan1[*]} | $SCAN_VIS VIs ${scanN[*]}"

@@ -5,7 +5,7 @@
  * The program runs both ends: it forks the receiver (server) and is itself
  * the sender (client). The receiver keeps a deep window of receives posted;
  * the sender keeps up to TX_DEPTH sends in flight, each from its own
- * buffer, and reaps completions with VipSendDone.
+ * buffer (or from -b N shared ones), and reaps completions with VipSendDone.
  *
  * Completions are polled by default (VipSendDone/VipRecvDone, never
  * sleeping), as perftest polls. With -e (events, as perftest's -e) nobody
@@ -43,6 +43,7 @@ struct ctl_msg {
 struct opts {
     struct bu_opts c;
     uint32_t tx_depth, rx_depth;
+    uint32_t bufs; /* -b: data buffers per side (0: one per descriptor) */
 };
 
 /* The payload mark of data slot k (first and last byte of the message). */
@@ -64,6 +65,7 @@ struct end {
     struct ctl_msg *cbuf;
     VIP_MEM_HANDLE dmh, bmh, cmh;
     uint32_t depth, max;
+    uint32_t bufs; /* data buffers: descriptor i uses buffer i % bufs */
     uint64_t ctl_posted, ctl_done; /* control descriptors posted / completed */
     bool events;                   /* -e */
 };
@@ -73,6 +75,7 @@ static void end_setup(struct end *e, const struct opts *o, bool server)
     bu_open(&e->ep, server ? o->c.server_dev : o->c.client_dev, o->c.rel);
     e->max = o->c.sizes[o->c.nsizes - 1];
     e->depth = server ? o->rx_depth : o->tx_depth;
+    e->bufs = o->bufs && o->bufs < e->depth ? o->bufs : e->depth;
     e->events = o->c.events;
     if (e->max > e->ep.attrs.MaxTransferSize)
         bu_die("%u bytes exceed the MaxTransferSize of %s (%lu bytes)", e->max, e->ep.dev,
@@ -84,7 +87,7 @@ static void end_setup(struct end *e, const struct opts *o, bool server)
     size_t slot = e->max ? e->max : 1;
     e->data = bu_alloc(&e->ep, (e->depth + CTL_DEPTH) * sizeof(VIP_DESCRIPTOR), &e->dmh);
     e->ctl = e->data + e->depth;
-    e->buf = bu_alloc(&e->ep, e->depth * slot, &e->bmh);
+    e->buf = bu_alloc(&e->ep, e->bufs * slot, &e->bmh);
     e->cbuf = bu_alloc(&e->ep, CTL_DEPTH * sizeof(struct ctl_msg), &e->cmh);
     if (!server && o->c.events) {
         /* Room for every descriptor that can be outstanding at once: the
@@ -93,7 +96,7 @@ static void end_setup(struct end *e, const struct opts *o, bool server)
     }
     e->ep.vi = bu_create_vi_cq(&e->ep, e->ep.cq);
     for (uint32_t i = 0; i < e->depth; i++)
-        bu_desc_init(&e->data[i], e->buf + i * slot, e->bmh, e->max);
+        bu_desc_init(&e->data[i], e->buf + (i % e->bufs) * slot, e->bmh, e->max);
     for (uint32_t i = 0; i < CTL_DEPTH; i++)
         bu_desc_init(&e->ctl[i], &e->cbuf[i], e->cmh, sizeof(struct ctl_msg));
     /* Every receive is up before the connection exists. */
@@ -146,7 +149,8 @@ struct rx_state {
 };
 
 static void receive_round(struct end *e, struct rx_state *s, uint32_t size, uint64_t n,
-                          uint32_t tx_depth)
+                          uint32_t tx_depth,
+                          uint32_t tx_bufs)
 {
     uint32_t batch = e->depth / 4 ? e->depth / 4 : 1;
     for (uint64_t i = 0; i < n; i++) {
@@ -167,7 +171,7 @@ static void receive_round(struct end *e, struct rx_state *s, uint32_t size, uint
                    (unsigned)d->CS.Length, size);
         if (i == n - 1 && size) { /* the end check: the last message's marks */
             const uint8_t *p = d->DS[0].Local.Data.Address;
-            uint8_t m = mark_of(i % tx_depth);
+            uint8_t m = mark_of(i % tx_depth % tx_bufs);
             if (p[0] != m || p[size - 1] != m)
                 bu_die("the last message of %u bytes carries %u/%u, expected %u (wrong data)",
                        size, p[0], p[size - 1], m);
@@ -188,12 +192,13 @@ static void server(void *arg)
     struct end e = {0};
     struct rx_state s = {0};
     end_setup(&e, o, true);
+    uint32_t tx_bufs = o->bufs && o->bufs < o->tx_depth ? o->bufs : o->tx_depth; /* the sender's */
     for (size_t k = 0; k < o->c.nsizes; k++) {
         uint32_t size = o->c.sizes[k];
         uint64_t warm = bu_bw_warmup(&o->c, size);
         if (warm)
-            receive_round(&e, &s, size, warm, o->tx_depth);
-        receive_round(&e, &s, size, bu_bw_iters(&o->c, size), o->tx_depth);
+            receive_round(&e, &s, size, warm, o->tx_depth, tx_bufs);
+        receive_round(&e, &s, size, bu_bw_iters(&o->c, size), o->tx_depth, tx_bufs);
     }
     reap_ctl_sends(&e, false);
     while (e.ctl_done < e.ctl_posted)
@@ -372,10 +377,10 @@ static void client(const struct opts *o)
     for (size_t k = 0; k < o->c.nsizes; k++) {
         uint32_t size = o->c.sizes[k];
         for (uint32_t i = 0; i < e.depth; i++) {
-            uint8_t *p = e.buf + i * slot;
+            uint8_t *p = e.buf + (i % e.bufs) * slot;
             bu_desc_init(&e.data[i], p, e.bmh, size);
             if (size)
-                p[0] = p[size - 1] = mark_of(i);
+                p[0] = p[size - 1] = mark_of(i % e.bufs);
         }
         uint64_t warm = bu_bw_warmup(&o->c, size), n = bu_bw_iters(&o->c, size);
         double (*round)(struct end *, uint64_t *, uint32_t, uint64_t) =
@@ -400,7 +405,11 @@ static void usage(FILE *f)
                   "                          instead of polling VipSendDone/VipRecvDone (the\n"
                   "                          default)",
         .own = "  -t, --tx-depth N        sends in flight (default 64)\n"
-               "  -r, --rx-depth N        receives kept posted by the receiver (default 128)\n"});
+               "  -r, --rx-depth N        receives kept posted by the receiver (default 128)\n"
+               "  -b, --buffers N         data buffers per side (default: one per descriptor);\n"
+               "                          -b 1 sends every message from one buffer and\n"
+               "                          receives every one into one, as ucx_perftest and\n"
+               "                          fi_pingpong do (the data stays in the cache)\n"});
 }
 
 static bool own_opt(int c, const char *arg, void *ctx)
@@ -409,6 +418,7 @@ static bool own_opt(int c, const char *arg, void *ctx)
     switch (c) {
     case 't': o->tx_depth = (uint32_t)bu_parse_count(arg, "-t", 1, 992); return true;
     case 'r': o->rx_depth = (uint32_t)bu_parse_count(arg, "-r", 1, 992); return true;
+    case 'b': o->bufs = (uint32_t)bu_parse_count(arg, "-b", 1, 992); return true;
     default: return false;
     }
 }
@@ -419,10 +429,11 @@ int main(int argc, char **argv)
     struct opts o = {.tx_depth = 64, .rx_depth = 128};
     static const struct option lo[] = {{"tx-depth", required_argument, NULL, 't'},
                                        {"rx-depth", required_argument, NULL, 'r'},
+                                       {"buffers", required_argument, NULL, 'b'},
                                        {NULL, 0, NULL, 0}};
     bu_parse_args(&o.c,
                   &(struct bu_args){.size = 65536, .min_size = 0, .max_iters = 4000000000u,
-                                    .shortopts = "t:r:", .longopts = lo, .own = own_opt,
+                                    .shortopts = "t:r:b:", .longopts = lo, .own = own_opt,
                                     .ctx = &o, .usage = usage, .disc_tag = DISC_TAG},
                   argc, argv);
     bu_fork_server(server, &o);

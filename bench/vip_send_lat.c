@@ -176,6 +176,11 @@ static void server(void *arg)
             size_t v = (size_t)(i % e.nvi);
             recv_one(&e, v, size, i);
             post_send(&e, v, size, i);
+            /* A large send may complete only on the client's answer, after
+             * the client has its last message, said bye and gone: from the
+             * last send on, a lost connection is the client leaving. */
+            if (k + 1 == o->nsizes && i + 1 == total)
+                e.ep.closing = 1;
             reap_send(&e, v);
         }
     }

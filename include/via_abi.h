@@ -267,6 +267,9 @@ enum via_pkt_type {
     VIA_PKT_RDMA_READ_RESP = 5,
     VIA_PKT_ACK = 6,
     VIA_PKT_NAK = 7,
+    VIA_PKT_SEND_RTS = 8, /* native, same host: a SEND's segment table, not its
+                             bytes; the receiver pulls them (spec-notes/cma.md) */
+    VIA_PKT_WRITE_RTS = 9, /* the same for an RDMA write (rkey/raddr the target's) */
     VIA_PKT_NTYPES
 };
 #define VIA_PKT_FIRST 0x1u
@@ -279,7 +282,17 @@ enum via_nak_reason {
     VIA_NAK_NO_RECV = 1,    /* no receive descriptor posted */
     VIA_NAK_RECV_ERROR = 2, /* the receive descriptor was malformed or too short */
     VIA_NAK_PROTECTION = 3, /* RDMA target: handle, ptag, enable or bounds refused */
+    VIA_NAK_PULL_REFUSED = 4, /* SEND_RTS: cannot pull here; send it again through the ring */
+    VIA_NAK_PULL_FAULT = 5,   /* SEND_RTS: the named source could not be read */
 };
+
+/* The payload of a SEND_RTS or WRITE_RTS packet: one entry per gather segment, in the
+ * sender's address space (frag_len = entries * 16; msg_len their sum). */
+struct via_rts_seg {
+    uint64_t va;
+    uint64_t len;
+};
+static_assert(sizeof(struct via_rts_seg) == 16, "rts segment");
 
 struct via_wire_hdr {
     uint8_t version;

@@ -293,6 +293,9 @@ int ctl_make_socket_dir(const char *path)
         rc = -errno;
     else if (st.st_uid != getuid())
         rc = -EPERM; /* someone else's directory: refuse to use it */
+    else if (st.st_mode & S_ISVTX)
+        ; /* a shared sticky directory (root's /tmp): nobody else can rename
+             or remove our socket there, and its mode is not ours to change */
     else if ((st.st_mode & 0777) != 0700 && fchmod(fd, 0700) < 0)
         rc = -errno;
     close(fd);

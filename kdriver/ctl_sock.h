@@ -54,7 +54,9 @@ bool ctl_socket_find(char *buf, size_t cap);
  * /tmp/vipd-<uid>/vipd.sock. Writes into buf; returns buf. */
 char *ctl_socket_path(char *buf, size_t cap);
 
-/* Create (mode 0700) the directory that holds path, if missing. 0 or -errno. */
+/* Create (mode 0700) the directory that holds path, if missing. One that
+ * exists must be ours; it is tightened to 0700, unless it is sticky (a
+ * shared directory such as /tmp, left as it is). 0 or -errno. */
 int ctl_make_socket_dir(const char *path);
 
 #endif

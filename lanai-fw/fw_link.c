@@ -117,6 +117,12 @@ static bool hdr_ok(const struct via_wire_hdr *h, uint32_t off)
            (h->type == VIA_PKT_PAD || h->frag_len <= VIA_MTU);
 }
 
+bool fw_link_frame_ok(const struct via_wire_hdr *h, uint64_t payload_len)
+{
+    return h->version == VIA_WIRE_VERSION && h->crc == via_wire_check(h) &&
+           type_known(h->type) && h->type != VIA_PKT_PAD && h->frag_len == payload_len;
+}
+
 enum fw_link_peek_rc fw_link_peek(struct via_chan_dir *d, struct via_wire_hdr *h,
                                   const uint8_t **payload)
 {

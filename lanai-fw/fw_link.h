@@ -108,4 +108,9 @@ void fw_link_consume(struct via_chan_dir *d, const struct via_wire_hdr *h);
 /* A packet (or PAD) published at the receiver's tail? One load of one line. */
 bool fw_link_ready(const struct via_chan_dir *d);
 
+/* The checks of a packet from a network link, which delivers frames whole
+ * (UDP, libfabric): the header copy's version, check word, a type a frame
+ * may carry (not PAD), and a frag_len that is the frame's payload_len. */
+bool fw_link_frame_ok(const struct via_wire_hdr *h, uint64_t payload_len);
+
 #endif

@@ -271,9 +271,7 @@ static enum fw_link_peek_rc ofi_peek(struct fw_link *l, struct via_wire_hdr *h,
     if (o->cur.len < sizeof *h)
         return FW_LINK_BAD;
     memcpy(h, o->cur.data, sizeof *h);
-    if (h->version != VIA_WIRE_VERSION || h->crc != via_wire_check(h) ||
-        h->type < VIA_PKT_SEND || h->type >= VIA_PKT_NTYPES || h->type == VIA_PKT_PAD ||
-        h->frag_len != o->cur.len - sizeof *h) {
+    if (!fw_link_frame_ok(h, o->cur.len - sizeof *h)) {
         if (getenv("VIP_NET_DEBUG"))
             fprintf(stderr, "vipl: libfabric link: bad packet: v%u crc %x/%x type %u len %u/%u\n",
                     h->version, h->crc, via_wire_check(h), h->type, h->frag_len, o->cur.len);

@@ -27,8 +27,7 @@ static void udp_publish(struct fw_link *l, struct via_wire_hdr *h)
     fw_rtx_publish(l->udp, h);
 }
 
-/* The header copy's checks, as the ring's (fw_link.c): version, check
- * word, type, and a length that is the frame's. */
+/* The header copy's checks (fw_link_frame_ok): the length is the frame's. */
 static enum fw_link_peek_rc udp_peek(struct fw_link *l, struct via_wire_hdr *h,
                                      const uint8_t **payload)
 {
@@ -37,9 +36,7 @@ static enum fw_link_peek_rc udp_peek(struct fw_link *l, struct via_wire_hdr *h,
         return FW_LINK_EMPTY;
     uint32_t flen = u->rx_len[u->rcv_next % FW_RTX_WIN] -
                     (uint32_t)(sizeof(struct via_net_hdr) + sizeof *h);
-    if (h->version != VIA_WIRE_VERSION || h->crc != via_wire_check(h) ||
-        h->type < VIA_PKT_SEND || h->type >= VIA_PKT_NTYPES || h->type == VIA_PKT_PAD ||
-        h->frag_len != flen)
+    if (!fw_link_frame_ok(h, flen))
         return FW_LINK_BAD;
     return FW_LINK_PACKET;
 }

@@ -49,7 +49,7 @@ void fw_live_unwatch(struct fw_vi *vi)
     atomic_fetch_sub(&vi->nic->nlive, 1);
 }
 
-static bool exited(int pidfd)
+bool fw_live_exited(int pidfd)
 {
     struct pollfd p = {.fd = pidfd, .events = POLLIN};
     return pidfd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
@@ -64,7 +64,7 @@ static bool peer_died(struct fw_nic *nic, unsigned id)
     if (!vi)
         return false;
     fw_lock(&vi->lock);
-    bool dead = vi->chan && exited(atomic_load(&vi->peer_pidfd));
+    bool dead = vi->chan && fw_live_exited(atomic_load(&vi->peer_pidfd));
     if (dead) {
         fw_live_unwatch(vi); /* told once */
         uint32_t open = VIA_CHAN_OPEN;

@@ -46,6 +46,7 @@ struct fw_nic *nic_create(const struct nic_params *p)
     nic->prof = &nic->prof_own;
     nic->paced = nic->prof_own.paced != 0;
     nic->own_thread = p->own_thread;
+    fw_cma_init(nic);
     atomic_store(&nic->held_min, UINT64_MAX);
     pthread_mutex_init(&nic->lock, NULL);
     fw_asym_init();
@@ -153,8 +154,10 @@ bool nic_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t 
     struct fw_nic *nic = vi->nic;
     fw_lock(&vi->lock);
     bool ok = fw_vi_connect(vi, chan, side, peer_vi, peer_ev, sock);
-    if (ok)
+    if (ok) {
+        fw_cma_connect(vi, peer_pidfd);
         fw_live_watch(vi, peer_pidfd);
+    }
     else if (peer_pidfd >= 0)
         close(peer_pidfd);
     fw_unlock(&vi->lock);

@@ -21,7 +21,11 @@
  *   RDMA_READ_RESP the initiator scatters them into the read descriptor's
  *               local segments; the last one completes it.
  *   ACK, NAK    the completer's: the peer placed (or refused) our message.
+ *   SEND_RTS,   a large SEND or RDMA write of a process of this host
+ *   WRITE_RTS   (native): the NIC pulls its bytes from the sender's memory
+ *               (fw_cma.c), a write's after the RDMA_WRITE checks.
  */
+#include <errno.h>
 #include <stdio.h>
 
 #include <vipl.h>
@@ -316,6 +320,88 @@ static void op_send(struct fw_vi *vi, const struct via_wire_hdr *h, const uint8_
         vi->rx = FW_RX_IDLE;
 }
 
+/* An RTS we cannot pull (VIP_CMA is not 1 here, the kernel's EPERM): the
+ * sender hears it as a NAK and sends the message again through the ring,
+ * with the same sequence number; no receive descriptor was used. */
+static void rx_pull_refused(struct fw_vi *vi, const struct via_wire_hdr *h)
+{
+    vi->cma = false;
+    vi->rx_seq = h->msg_seq - 1;
+    vi->nak_owed = h->msg_seq;
+    vi->nak_reason = VIA_NAK_PULL_REFUSED;
+    rx_answer(vi);
+}
+
+/* SEND_RTS: a SEND whose bytes stay in the sender's memory (fw_cma.c).
+ * R3/R4 exactly as for a SEND (no descriptor, a bad or short one: the same
+ * statuses and NAKs), R5 is one pull from the sender's segments into the
+ * checked scatter list, R6, then the ACK that completes the sender's
+ * descriptor. A source that cannot be read breaks the connection: the
+ * receive and the send complete with TRANSPORT_ERROR. */
+static void op_send_rts(struct fw_vi *vi, const struct via_wire_hdr *h, const uint8_t *payload)
+{
+    struct via_rts_seg src[VIA_MAX_SEGS];
+    unsigned n;
+    if (!fw_cma_table_take(h, payload, src, &n) || vi->reliability == VIP_SERVICE_UNRELIABLE) {
+        rx_transport_error(vi); /* no correct NIC sends it */
+        return;
+    }
+    vi->rx = rx_first(vi, h);
+    if (vi->rx != FW_RX_XDATA) {
+        vi->rx = FW_RX_IDLE;
+        return;
+    }
+    int err = fw_cma_pull(vi, src, n, h->msg_len, &vi->rxd);
+    if (err == EPERM) {
+        /* The kernel's refusal, or ours (VIP_CMA off, refused once): the
+         * descriptor stays queued for the ring's copy. */
+        vi->rx = FW_RX_IDLE;
+        rx_pull_refused(vi, h);
+        return;
+    }
+    FW_TRACE(vi->nic, VIA_ST_R5_XDATA, vi->vi_id, h->msg_seq, h->msg_len);
+    if (err) {
+        /* What the sender named cannot be read (or the sender is gone):
+         * the peer hears why, then the link breaks as for a bad packet. */
+        fw_count(&vi->db->cnt.rx_dropped, 1);
+        rx_refuse(vi, h->msg_seq, VIA_NAK_PULL_FAULT);
+        rx_transport_error(vi);
+        return;
+    }
+    vi->rx = FW_RX_IDLE;
+    /* The ACK before the completion: once the program sees its receive it
+     * may disconnect at once, and the send completes only on this ACK. */
+    vi->ack_owed = h->msg_seq;
+    rx_answer(vi);
+    if (h->flags & VIA_PKT_IMM)
+        vi->rxd.imm = h->imm;
+    fw_updt(vi, &vi->rxd, true, (h->flags & VIA_PKT_IMM) ? VIP_STATUS_IMMEDIATE : 0,
+            h->msg_len);
+    vi->rq.head++;
+}
+
+static void rx_write_placed(struct fw_vi *vi, const struct via_wire_hdr *h);
+
+/* The responder's check of an RDMA write's whole target range, before a
+ * byte is written: false when nothing is to be written. */
+static bool rx_write_target_ok(struct fw_vi *vi, const struct via_wire_hdr *h)
+{
+    uint32_t prot = vi->rdma_write ? fw_tpt_check_rdma(vi, h->rkey, h->raddr, h->msg_len,
+                                                         VIA_TPT_RDMA_WRITE)
+                                   : VIP_STATUS_PROTECTION_ERROR;
+    if (prot) {
+        /* Reliable levels: the initiator's descriptor fails with the
+         * protection error and both VIs break. Unreliable: the write is
+         * dropped, as a message would be. */
+        fw_count(&vi->db->cnt.rx_dropped, 1);
+        if (vi->reliability != VIP_SERVICE_UNRELIABLE) {
+            rx_refuse(vi, h->msg_seq, VIA_NAK_PROTECTION);
+            fw_vi_error(vi, VIP_ERROR_RDMAW_PROT, 0);
+        }
+    }
+    return !prot && !vi->in_error;
+}
+
 /* RDMA_WRITE: the responder places each fragment at raddr + frag_off after
  * checking the whole target range; with immediate data the last fragment
  * also completes a receive descriptor (no data goes into its segments). */
@@ -336,23 +422,7 @@ static void op_rdma_write(struct fw_vi *vi, const struct via_wire_hdr *h,
         vi->rdma_rkey = h->rkey;
         vi->rdma_raddr = h->raddr;
         vi->rdma_len = h->msg_len;
-        vi->rx = FW_RX_PLACE;
-        uint32_t prot = vi->rdma_write ? fw_tpt_check_rdma(vi, h->rkey, h->raddr, h->msg_len,
-                                                             VIA_TPT_RDMA_WRITE)
-                                       : VIP_STATUS_PROTECTION_ERROR;
-        if (prot || vi->in_error) {
-            vi->rx = FW_RX_DISCARD;
-            if (prot) {
-                /* Reliable levels: the initiator's descriptor fails with
-                 * the protection error and both VIs break. Unreliable: the
-                 * write is dropped, as a message would be. */
-                fw_count(&vi->db->cnt.rx_dropped, 1);
-                if (vi->reliability != VIP_SERVICE_UNRELIABLE) {
-                    rx_refuse(vi, h->msg_seq, VIA_NAK_PROTECTION);
-                    fw_vi_error(vi, VIP_ERROR_RDMAW_PROT, 0);
-                }
-            }
-        }
+        vi->rx = rx_write_target_ok(vi, h) ? FW_RX_PLACE : FW_RX_DISCARD;
     }
     if (vi->rx == FW_RX_PLACE && h->frag_len)
         hal_dma_to_host(h->raddr + h->frag_off, payload, h->frag_len);
@@ -360,8 +430,14 @@ static void op_rdma_write(struct fw_vi *vi, const struct via_wire_hdr *h,
         return;
     bool placed = vi->rx == FW_RX_PLACE;
     vi->rx = FW_RX_IDLE;
-    if (!placed)
-        return;
+    if (placed)
+        rx_write_placed(vi, h);
+}
+
+/* An RDMA write's bytes are all in place: with immediate data a receive
+ * descriptor completes; the reliable levels answer with an ACK. */
+static void rx_write_placed(struct fw_vi *vi, const struct via_wire_hdr *h)
+{
     if (h->flags & VIA_PKT_IMM) {
         const struct via_db_token *tok = rx_next_desc(vi, h->msg_seq);
         if (!tok)
@@ -382,6 +458,35 @@ static void op_rdma_write(struct fw_vi *vi, const struct via_wire_hdr *h,
         vi->ack_owed = h->msg_seq;
         rx_answer(vi);
     }
+}
+
+/* WRITE_RTS: an RDMA write whose bytes stay in the initiator's memory
+ * (fw_cma.c): the target range is checked as for RDMA_WRITE, then pulled
+ * into in one copy; refusals and faults as for SEND_RTS. */
+static void op_write_rts(struct fw_vi *vi, const struct via_wire_hdr *h, const uint8_t *payload)
+{
+    struct via_rts_seg src[VIA_MAX_SEGS];
+    unsigned n;
+    if (!fw_cma_table_take(h, payload, src, &n) || vi->reliability == VIP_SERVICE_UNRELIABLE) {
+        rx_transport_error(vi);
+        return;
+    }
+    vi->rx_seq = h->msg_seq;
+    if (!rx_write_target_ok(vi, h))
+        return;
+    struct fw_xdes dst = {.segcount = 1, .seg[0] = {.va = h->raddr, .len = h->msg_len}};
+    int err = fw_cma_pull(vi, src, n, h->msg_len, &dst);
+    if (err == EPERM) {
+        rx_pull_refused(vi, h);
+        return;
+    }
+    if (err) {
+        fw_count(&vi->db->cnt.rx_dropped, 1);
+        rx_refuse(vi, h->msg_seq, VIA_NAK_PULL_FAULT);
+        rx_transport_error(vi);
+        return;
+    }
+    rx_write_placed(vi, h);
 }
 
 /* RDMA_READ_REQ: check the whole source range, then answer with its bytes
@@ -452,6 +557,8 @@ static const struct {
     [VIA_PKT_RDMA_READ_RESP] = {op_rdma_read_resp, true},
     [VIA_PKT_ACK] = {op_ack, false},
     [VIA_PKT_NAK] = {op_nak, false},
+    [VIA_PKT_SEND_RTS] = {op_send_rts, true},
+    [VIA_PKT_WRITE_RTS] = {op_write_rts, true},
 };
 
 static void rx_packets(struct fw_vi *vi)
@@ -580,6 +687,7 @@ bool fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t p
     vi->peer_ev = peer_ev;
     vi->tx_seq = vi->rx_seq = vi->acked = vi->ack_owed = vi->nak_owed = 0;
     vi->naked = vi->wake_peer = false;
+    vi->cma = vi->tx_rdv = false; /* fw_cma_connect decides */
     vi->rx_pkts = 0;
     vi->rresp.active = false;
     vi->naked_why = 0;

@@ -14,6 +14,8 @@
  * descriptor completes when the peer's ACK for it comes back (fw_rx.c
  * takes ACK and NAK packets off the link).
  */
+#include <string.h>
+
 #include <vipl.h>
 
 #include "fw.h"
@@ -121,6 +123,7 @@ static int tx_xdes(struct fw_vi *vi)
     }
     vi->tx_seq++;
     vi->tx_off = 0;
+    vi->tx_rdv = false;
     if (vi->nic->paced)
         tx_schedule(vi);
     return FW_TX_XDATA;
@@ -145,6 +148,50 @@ static const uint8_t tx_pkt_type[4] = {
     [VIP_CONTROL_OP_RDMAREAD] = VIA_PKT_RDMA_READ_REQ,
 };
 
+/* Room on the link for a packet of `payload` bytes, or NULL. */
+static struct via_wire_hdr *tx_reserve(struct fw_vi *vi, uint32_t payload)
+{
+    struct fw_link *l = &vi->link;
+    struct via_wire_hdr *h = l->ops->reserve(l, payload);
+    if (!h) {
+        /* Link full: ask the receiver to wake us when it drains. The
+         * store, then the re-check, are ordered by fw_notify's fence. */
+        l->ops->stall(l);
+        fw_notify_peer(vi);
+        h = l->ops->reserve(l, payload);
+    }
+    return h;
+}
+
+/* T4 + T5 of a large SEND or RDMA write in one copy (fw_cma.c): the
+ * segment table goes out, the peer NIC pulls the bytes, and its ACK
+ * completes the descriptor. */
+static int tx_rts(struct fw_vi *vi)
+{
+    struct fw_xdes *d = &vi->txd;
+    struct via_rts_seg tab[VIA_MAX_SEGS];
+    uint32_t bytes = fw_cma_table(d, tab);
+    struct via_wire_hdr *h = tx_reserve(vi, bytes);
+    if (!h)
+        return FW_TX_BLOCKED;
+    memcpy(h + 1, tab, bytes);
+    bool write = d->op == VIP_CONTROL_OP_RDMAWRITE;
+    *h = (struct via_wire_hdr){
+        .version = VIA_WIRE_VERSION, .type = write ? VIA_PKT_WRITE_RTS : VIA_PKT_SEND_RTS,
+        .flags = VIA_PKT_FIRST | VIA_PKT_LAST |
+                 ((d->control & VIP_CONTROL_IMMEDIATE) ? VIA_PKT_IMM : 0),
+        .src_nic = vi->nic->nic_index, .dst_nic = vi->chan->nic[1 - vi->side],
+        .dst_vi = vi->peer_vi, .conn_id = vi->chan->conn_id, .msg_seq = vi->tx_seq,
+        .msg_len = d->total, .frag_len = bytes, .imm = d->imm, .rkey = d->rkey,
+        .raddr = d->raddr};
+    vi->link.ops->publish(&vi->link, h);
+    vi->tx_rdv = true;
+    vi->rd_got = 0;
+    FW_TRACE(vi->nic, VIA_ST_T5_TRANSMIT, vi->vi_id, vi->tx_seq, bytes);
+    fw_peer_published(vi);
+    return FW_TX_UPDT;
+}
+
 /* T4 XData + T5 Transmit, one fragment per turn until the message is out.
  * An RDMA read's request is one header: its data come back (fw_rx.c). */
 static int tx_xdata(struct fw_vi *vi)
@@ -152,19 +199,15 @@ static int tx_xdata(struct fw_vi *vi)
     struct fw_link *l = &vi->link;
     struct fw_xdes *d = &vi->txd;
     bool read = d->op == VIP_CONTROL_OP_RDMAREAD;
+    if (vi->tx_off == 0 && fw_cma_wanted(vi, d))
+        return tx_rts(vi);
     do {
         uint32_t left = read ? 0 : d->total - vi->tx_off;
         uint32_t mtu = fw_link_mtu(l);
         uint32_t frag = left < mtu ? left : mtu;
-        struct via_wire_hdr *h = l->ops->reserve(l, frag);
-        if (!h) {
-            /* Link full: ask the receiver to wake us when it drains. The
-             * store, then the re-check, are ordered by fw_notify's fence. */
-            l->ops->stall(l);
-            fw_notify_peer(vi);
-            if (!(h = l->ops->reserve(l, frag)))
-                return FW_TX_BLOCKED;
-        }
+        struct via_wire_hdr *h = tx_reserve(vi, frag);
+        if (!h)
+            return FW_TX_BLOCKED;
         fw_xdata_copy(d, vi->tx_off, (uint8_t *)(h + 1), frag, false);
         FW_TRACE(vi->nic, VIA_ST_T4_XDATA, vi->vi_id, vi->tx_seq, frag);
         uint8_t flags = (vi->tx_off == 0 ? VIA_PKT_FIRST : 0) |
@@ -191,7 +234,7 @@ static int tx_xdata(struct fw_vi *vi)
  * protection error is the initiator's descriptor's); a read, for its data. */
 static bool tx_answered(const struct fw_vi *vi)
 {
-    if (vi->reliability == VIP_SERVICE_RELIABLE_RECEPTION ||
+    if (vi->tx_rdv || vi->reliability == VIP_SERVICE_RELIABLE_RECEPTION ||
         vi->txd.op == VIP_CONTROL_OP_RDMAREAD)
         return true;
     return vi->txd.op == VIP_CONTROL_OP_RDMAWRITE && vi->reliability != VIP_SERVICE_UNRELIABLE;
@@ -219,6 +262,15 @@ static int tx_updt(struct fw_vi *vi)
 {
     if (tx_answered(vi) && (int32_t)(vi->acked - vi->tx_seq) < 0) {
         /* Completes on the peer's answer; a NAK or a broken link fails it. */
+        if (vi->naked && vi->tx_rdv && vi->naked_why == VIA_NAK_PULL_REFUSED) {
+            /* The receiver cannot pull from us: this message and the
+             * connection's next ones go through the ring. */
+            vi->naked = false;
+            vi->tx_rdv = false;
+            vi->cma = false;
+            vi->tx_off = 0;
+            return FW_TX_XDATA;
+        }
         if (vi->naked) {
             tx_refused(vi);
             fw_link_check(vi);

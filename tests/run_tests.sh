@@ -235,6 +235,10 @@ if [ "$matrix" != none ]; then
     TL_PROFILE=native VIP_EXT_MODE=standard TL_SCALE=$scale AM2_SHM=0
     export TL_PROFILE VIP_EXT_MODE TL_SCALE AM2_SHM
     run_suite " [AM2_SHM=0]" test_am2_vipl test_am2_spmd
+    # Large messages between processes in one copy (VIP_CMA=1,
+    # spec-notes/cma.md; off by default).
+    echo "-- VIP_CMA=1"
+    VIP_CMA=1 run_suite " [VIP_CMA=1]" test_pingpong test_multi test_kill test_rdma
     # The tests across hosts again over the libfabric link (vipd --link ofi).
     if [ -x "$B/tests/test_hosts" ]; then
         echo "-- THOSTS_LINK=ofi"

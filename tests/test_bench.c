@@ -317,6 +317,28 @@ out:
         SHOW(&r);
 }
 
+/* -b N: the sends share N buffers and the receives N (-b 1: one each, as
+ * ucx_perftest); the receiver checks the marks of the last message of
+ * each size, which are the buffer's, not the descriptor's. */
+static void test_send_bw_buffers(void)
+{
+    struct run r;
+    char n[16];
+    unsigned iters = tl_count(50, 500);
+    run_bench(&r, "vip_send_bw", "-a", "-n", num(n, iters), "-w", "3", "-b", "1", "--csv",
+              NULL);
+    check_bandwidth(&r, NSIZES, 4, iters);
+    run_bench(&r, "vip_send_bw", "-s", "64K", "-n", num(n, iters), "-b", "3", "-t", "8", "--csv",
+              NULL);
+    check_bandwidth(&r, 1, 65536, iters);
+    run_bench(&r, "vip_send_bw", "-b", "0", NULL);
+    TCHK(r.status == 1);
+    TCHK(strstr(r.err, "-b") != NULL);
+out:
+    if (CU_get_number_of_failures())
+        SHOW(&r);
+}
+
 /* --active N: N connected VIs per process, each carrying its share of the
  * ping-pong (each message's number and length are checked by the program:
  * a VI that delivered to the wrong receive or none stops it). */
@@ -443,7 +465,8 @@ int main(int argc, char **argv)
         TL_TEST(test_write_lat_all_sizes), TL_TEST(test_write_lat_levels),
         TL_TEST(test_write_bw_all_sizes),  TL_TEST(test_write_bw_levels),
         TL_TEST(test_read_lat_all_sizes),  TL_TEST(test_send_events),
-        TL_TEST(test_send_lat_active),     TL_TEST(test_wake_first),
+        TL_TEST(test_send_lat_active),     TL_TEST(test_send_bw_buffers),
+        TL_TEST(test_wake_first),
         TL_TEST(test_model_vis),           TL_TEST(test_refusals),
         TL_END};
     return tl_main(argc, argv, "bench", tests);

@@ -13,29 +13,6 @@
 
 #include "lib/tfw.h"
 
-/* An RDMA descriptor at d: DS[0] the remote address segment, then the
- * local range [local, local + len) in nseg segments. */
-static void rdma_desc(VIP_DESCRIPTOR *d, uint16_t op, uint64_t raddr, uint32_t rkey,
-                      uint8_t *local, uint32_t len, unsigned nseg)
-{
-    memset(d, 0, sizeof(VIP_CONTROL_SEGMENT) + (1 + nseg) * sizeof(VIP_DATA_SEGMENT));
-    d->CS.Control = op;
-    d->CS.SegCount = (uint16_t)(1 + nseg);
-    VIP_ADDRESS_SEGMENT *as = &d->DS[0].Remote;
-    as->Data.AddressBits = raddr;
-    as->Handle = rkey;
-    VIP_DATA_SEGMENT *ds = (VIP_DATA_SEGMENT *)(void *)(as + 1);
-    uint32_t off = 0;
-    for (unsigned i = 0; i < nseg; i++) {
-        uint32_t l = len / nseg + (i < len % nseg ? 1 : 0);
-        ds[i].Data.Address = local + off;
-        ds[i].Handle = F.mh;
-        ds[i].Length = l;
-        off += l;
-    }
-    d->CS.Length = len;
-}
-
 /* ---- RDMA write: the responder ------------------------------------------------------ */
 
 static struct via_wire_hdr rdma_hdr(uint32_t seq, uint8_t flags, uint32_t msg_len, uint32_t off,

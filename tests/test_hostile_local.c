@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ctl_sock.h"
 #include "lib/tlib.h"
 
 #define NOBODY 65534
@@ -140,6 +141,38 @@ static void test_socket_dir_writable_by_others(void)
     teardown_base();
 }
 
+/* vipd makes the socket's directory private, but a shared sticky one
+ * (root's vipd with its socket straight in /tmp) is not its to change:
+ * it once left /tmp at 0700 for everyone. */
+static void test_socket_dir_modes(void)
+{
+    setup_base();
+    char dir[128], sock[160];
+    struct stat st;
+    snprintf(dir, sizeof dir, "%s/shared", base);
+    snprintf(sock, sizeof sock, "%s/vipd.sock", dir);
+    CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700), 0);
+    CU_ASSERT_EQUAL_FATAL(chmod(dir, 01777), 0);
+    CU_ASSERT_EQUAL(ctl_make_socket_dir(sock), 0);
+    CU_ASSERT_EQUAL(stat(dir, &st), 0);
+    CU_ASSERT_EQUAL(st.st_mode & 07777, 01777);
+
+    snprintf(dir, sizeof dir, "%s/loose", base);
+    snprintf(sock, sizeof sock, "%s/vipd.sock", dir);
+    CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700), 0);
+    CU_ASSERT_EQUAL_FATAL(chmod(dir, 0777), 0);
+    CU_ASSERT_EQUAL(ctl_make_socket_dir(sock), 0);
+    CU_ASSERT_EQUAL(stat(dir, &st), 0);
+    CU_ASSERT_EQUAL(st.st_mode & 07777, 0700); /* ours: tightened */
+
+    snprintf(dir, sizeof dir, "%s/new", base);
+    snprintf(sock, sizeof sock, "%s/vipd.sock", dir);
+    CU_ASSERT_EQUAL(ctl_make_socket_dir(sock), 0);
+    CU_ASSERT_EQUAL(stat(dir, &st), 0);
+    CU_ASSERT_TRUE(S_ISDIR(st.st_mode) && (st.st_mode & 077) == 0);
+    teardown_base();
+}
+
 /* A socket (or a listener) of another user in a directory we trust:
  * nothing is sent to it. Needs a second uid: root only. */
 static void test_socket_of_another_user(void)
@@ -194,6 +227,7 @@ int main(int argc, char **argv)
     static const struct tl_test tests[] = {
         TL_TEST(test_socket_dir_is_a_link),
         TL_TEST(test_socket_dir_writable_by_others),
+        TL_TEST(test_socket_dir_modes),
         TL_TEST(test_socket_of_another_user),
         TL_END,
     };

@@ -149,6 +149,11 @@ struct fw_vi {
     uint32_t peer_vi;
     struct via_event_page *peer_ev;
     _Atomic int peer_pidfd; /* the peer process (fw_live.c), -1 if not watched */
+    /* One copy for large SENDs (fw_cma.c): the receiver pulls the bytes
+     * from the sender's memory. Set at connect, cleared on a refusal. */
+    bool cma;               /* this connection may use the rendezvous */
+    int cma_pid;            /* the peer process in our pid namespace (vipd's pidfd) */
+    bool tx_rdv;            /* the send in flight went as a SEND_RTS */
     bool wake_peer;         /* paced: a packet was published; the peer's wake is owed */
     bool owe_peer, owe_local; /* wakes owed at the end of this turn (fw_vi_wakes) */
     /* For a host's poll without the lock (nic_vi_progress): the last run
@@ -228,6 +233,7 @@ struct fw_nic {
     const struct via_profile *prof;  /* &prof_own */
     struct via_profile prof_own;     /* ours: the shared page's copy is anyone's to edit */
     bool paced;
+    bool cma_on;                     /* VIP_CMA=1: the rendezvous is allowed */
 
     /* The VI table, and which VIs the NIC must visit besides those whose
      * arrival bit a peer set (a held effect, a stalled send, a wake owed). */
@@ -272,6 +278,34 @@ void fw_linked_mark(struct fw_vi *vi, bool on);
 void fw_live_watch(struct fw_vi *vi, int pidfd);
 /* The connection ends: stop watching. */
 void fw_live_unwatch(struct fw_vi *vi);
+/* Has the process of this pidfd exited (a zombie included)? */
+bool fw_live_exited(int pidfd);
+
+/* ---- one copy by cross-memory attach (fw_cma.c) -------------------------------- */
+/* Messages from this size on go by rendezvous. Measured (spec-notes/cma.md):
+ * below it one pull at a time per VI loses to the two pipelined ring copies
+ * (64 KiB ping-pong, 128 KiB streams). */
+#define FW_CMA_MIN (256u << 10)
+/* Read VIP_CMA once for the NIC (1: on; otherwise off). */
+void fw_cma_init(struct fw_nic *nic);
+/* At connect (before fw_live_watch takes the pidfd): may this connection
+ * use the rendezvous? Native profile, shared-memory link, a reliable
+ * level, a peer process vipd named. */
+void fw_cma_connect(struct fw_vi *vi, int peer_pidfd);
+/* The sender: does this send or RDMA write go as a SEND_RTS / WRITE_RTS? */
+bool fw_cma_wanted(const struct fw_vi *vi, const struct fw_xdes *d);
+/* The sender: the RTS payload of d's gather list into out (room for
+ * VIA_MAX_SEGS); returns its bytes. */
+uint32_t fw_cma_table(const struct fw_xdes *d, struct via_rts_seg *out);
+/* The receiver: copy a SEND_RTS's table out of the link and check it
+ * against its header; false: no correct NIC sent it. */
+bool fw_cma_table_take(const struct via_wire_hdr *h, const uint8_t *payload,
+                       struct via_rts_seg *out, unsigned *n);
+/* The receiver: move the message (total bytes) from the sender's segments
+ * into the checked scatter list of dst. 0, EPERM (the kernel refuses:
+ * fall back to the ring), or another errno (the source cannot be read). */
+int fw_cma_pull(struct fw_vi *vi, const struct via_rts_seg *src, unsigned n, uint32_t total,
+                const struct fw_xdes *dst);
 
 /* ---- per-VI pipelines (called with vi->lock held) ------------------------- */
 void fw_vi_init(struct fw_vi *vi, struct fw_nic *nic, uint32_t vi_id, struct via_vi_page *db);

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "tfw.h"
 
@@ -92,8 +94,12 @@ void setup_opts(const struct opts *o)
     F.chan->vi_id[0] = VI_A;
     F.chan->vi_id[1] = VI_B;
     if (o->connect) {
-        nic_vi_connect(F.a, F.chan, 0, VI_B, F.ev, -1, -1);
-        nic_vi_connect(F.b, F.chan, 1, VI_A, F.ev, -1, -1);
+        int pa = o->cma ? (int)syscall(SYS_pidfd_open, getpid(), 0) : -1;
+        int pb = o->cma ? (int)syscall(SYS_pidfd_open, getpid(), 0) : -1;
+        if (o->cma && (pa < 0 || pb < 0))
+            abort();
+        nic_vi_connect(F.a, F.chan, 0, VI_B, F.ev, -1, pa);
+        nic_vi_connect(F.b, F.chan, 1, VI_A, F.ev, -1, pb);
     }
 }
 
@@ -279,6 +285,29 @@ bool look(int dir, struct via_wire_hdr *h)
 uint64_t ring_head(int dir)
 {
     return atomic_load(&F.chan->dir[dir].head);
+}
+
+/* An RDMA descriptor at d: DS[0] the remote address segment, then the
+ * local range [local, local + len) in nseg segments. */
+void rdma_desc(VIP_DESCRIPTOR *d, uint16_t op, uint64_t raddr, uint32_t rkey,
+                      uint8_t *local, uint32_t len, unsigned nseg)
+{
+    memset(d, 0, sizeof(VIP_CONTROL_SEGMENT) + (1 + nseg) * sizeof(VIP_DATA_SEGMENT));
+    d->CS.Control = op;
+    d->CS.SegCount = (uint16_t)(1 + nseg);
+    VIP_ADDRESS_SEGMENT *as = &d->DS[0].Remote;
+    as->Data.AddressBits = raddr;
+    as->Handle = rkey;
+    VIP_DATA_SEGMENT *ds = (VIP_DATA_SEGMENT *)(void *)(as + 1);
+    uint32_t off = 0;
+    for (unsigned i = 0; i < nseg; i++) {
+        uint32_t l = len / nseg + (i < len % nseg ? 1 : 0);
+        ds[i].Data.Address = local + off;
+        ds[i].Handle = F.mh;
+        ds[i].Length = l;
+        off += l;
+    }
+    d->CS.Length = len;
 }
 
 /* ---- a whole message, A to B ---------------------------------------------------------- */

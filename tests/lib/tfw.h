@@ -55,6 +55,8 @@ struct opts {
     bool connect;
     bool cq;                        /* A's send queue and B's receive queue on one CQ */
     const struct via_profile *prof; /* paced NIC with this profile; NULL: native */
+    bool cma;                       /* each VI's peer is this process (a pidfd, as vipd
+                                       gives): large SENDs may go by rendezvous */
 };
 
 struct tfw_fixture {
@@ -150,6 +152,11 @@ void inject(int dir, struct via_wire_hdr h, const void *payload);
 /* The next packet on direction `dir`, left where it is: true and its header. */
 bool look(int dir, struct via_wire_hdr *h);
 uint64_t ring_head(int dir);
+
+/* An RDMA descriptor at d: DS[0] the remote address segment, then the
+ * local range [local, local + len) in nseg segments (handle F.mh). */
+void rdma_desc(VIP_DESCRIPTOR *d, uint16_t op, uint64_t raddr, uint32_t rkey,
+               uint8_t *local, uint32_t len, unsigned nseg);
 
 /* ---- a whole message, A to B --------------------------------------------- */
 /* Send `len` bytes in `ss` segments, receive in `rs` segments (buffer
