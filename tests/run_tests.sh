@@ -137,7 +137,7 @@ run_suite() {
             rm -f "$res"
             if [ "${VALGRIND:-0}" = 1 ]; then
                 TL_RESULT="$res" timeout "$TEST_TIMEOUT" valgrind -q --error-exitcode=9 \
-                    --suppressions="$(dirname "$0")/valgrind.supp" \
+                    --suppressions="$(dirname "$0")/valgrind.supp" --errors-for-leak-kinds=definite \
                     --leak-check=full "$t" "=$tn" >"$tout" 2>&1
             else
                 TL_RESULT="$res" timeout "$TEST_TIMEOUT" "$t" "=$tn" >"$tout" 2>&1

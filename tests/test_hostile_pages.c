@@ -132,6 +132,7 @@ static int honest_main(void *arg)
         TC_CHECK(d == sd && (d->CS.Status & VIP_STATUS_ERROR_MASK) == 0);
     }
     tl_child_take(-1); /* 'q' */
+    tl_end(&t, vi, &b);
     return 0;
 }
 

@@ -309,7 +309,7 @@ static int k_sender(void *arg)
         VipSendDone(vi, &x);
     TC_CHECK(errors_seen > 0 && error_code == VIP_ERROR_CONN_LOST);
     tl_child_post(status & VIP_STATUS_TRANSPORT_ERROR ? 't' : 'f');
-    VipDisconnect(vi);
+    tl_end(&t, vi, &b);
     return 0;
 }
 

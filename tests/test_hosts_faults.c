@@ -163,9 +163,13 @@ static int receiver(void *arg)
     }
     if (s->rel != VIP_SERVICE_UNRELIABLE) {
         TC_CHECK(got == s->n);
-        /* the faults happened, and were repaired */
-        TC_CHECK(net_counter("fault_drop") > 0 && net_counter("retransmits") > 0);
-        TC_CHECK(net_counter("bad_crc") > 0 && net_counter("dup_dropped") > 0);
+        /* the faults happened, and were repaired; with thousands of
+         * messages every kind is certain (a scaled-down run, valgrind's,
+         * may see no 1% corruption at all) */
+        if (s->n >= 2000) {
+            TC_CHECK(net_counter("fault_drop") > 0 && net_counter("retransmits") > 0);
+            TC_CHECK(net_counter("bad_crc") > 0 && net_counter("dup_dropped") > 0);
+        }
         send_one(&e, credits++ % NRECV, got, 8, END_IMM); /* all of it came */
     } else if (s->expect_none) {
         TC_CHECK(got == 0);
@@ -174,7 +178,7 @@ static int receiver(void *arg)
         TC_CHECK(got > 0 && got < s->n);
         TC_CHECK(net_counter("lost") > 0);
     }
-    VipDisconnect(e.vi);
+    tl_end(&e.t, e.vi, &e.b);
     return 0;
 }
 
@@ -214,7 +218,7 @@ static int sender(void *arg)
             send_one(&e, k % NRECV, s->n, 8, END_IMM); /* some get through */
         TC_CHECK(tl_child_take(10000) == 'q'); /* the receiver is done */
     }
-    VipDisconnect(e.vi);
+    tl_end(&e.t, e.vi, &e.b);
     return 0;
 }
 

@@ -161,6 +161,26 @@ void tl_close(struct tl_nic *t)
     t->nic = NULL;
 }
 
+void tl_end(struct tl_nic *t, VIP_VI_HANDLE vi, struct tl_buf *b)
+{
+    if (vi) {
+        VipDisconnect(vi);
+        VIP_DESCRIPTOR *d;
+        VIP_RETURN rc;
+        /* what the disconnect flushed, and what completed meanwhile */
+        do
+            rc = VipSendDone(vi, &d);
+        while (rc == VIP_SUCCESS || rc == VIP_DESCRIPTOR_ERROR);
+        do
+            rc = VipRecvDone(vi, &d);
+        while (rc == VIP_SUCCESS || rc == VIP_DESCRIPTOR_ERROR);
+        VipDestroyVi(vi);
+    }
+    if (b)
+        tl_buf_free(b);
+    tl_close(t);
+}
+
 VIP_RETURN tl_buf_alloc(struct tl_nic *t, struct tl_buf *b, size_t len)
 {
     memset(b, 0, sizeof *b);

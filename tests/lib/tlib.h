@@ -113,6 +113,9 @@ struct tl_buf {
 /* 4 KiB-aligned heap buffer of len bytes, zeroed, registered with t's ptag. */
 VIP_RETURN tl_buf_alloc(struct tl_nic *t, struct tl_buf *b, size_t len);
 void tl_buf_free(struct tl_buf *b);
+/* A child's end: disconnect vi, take what its queues hold, destroy it, free
+ * b, close the NIC (vi, b may be 0/NULL), so nothing is left behind. */
+void tl_end(struct tl_nic *t, VIP_VI_HANDLE vi, struct tl_buf *b);
 
 /* ---- descriptors ----------------------------------------------------------------- */
 /* Bytes a descriptor with nseg data segments occupies (multiple of 64). */

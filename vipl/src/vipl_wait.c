@@ -17,6 +17,7 @@
  * The ordering argument is beside fw_notify (lanai-fw/fw_cmpl.c).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <limits.h>
 #include <sched.h>
 #include <linux/futex.h>
@@ -277,17 +278,27 @@ static void sleep_set_build(struct sleep_set *s, struct vip_nic *n, struct vip_v
     pthread_mutex_unlock(&n->lock);
 }
 
+/* futex_waitv(2) is missing (a kernel before 5.16, or valgrind): a CQ's
+ * wait sleeps on its first word, the event page, at most this long at a
+ * time, so that a wake on a connection word is seen late but seen. */
+#define WAITV_MISSING_SLICE_NS 1000000u
+static _Atomic bool waitv_missing;
+
 static void sleep_set_wait(struct sleep_set *s, uint64_t ns)
 {
-    if (s->n == 1) {
-        struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
-        syscall(SYS_futex, (void *)(uintptr_t)s->wv[0].uaddr, FUTEX_WAIT, s->wv[0].val, &ts,
-                NULL, 0);
-        return;
+    if (s->n > 1 && !atomic_load_explicit(&waitv_missing, memory_order_relaxed)) {
+        uint64_t until = nic_now_ns() + ns;
+        struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
+        if (syscall(SYS_futex_waitv, s->wv, s->n, 0, &ts, CLOCK_MONOTONIC) >= 0 ||
+            errno != ENOSYS)
+            return;
+        atomic_store_explicit(&waitv_missing, true, memory_order_relaxed);
     }
-    uint64_t until = nic_now_ns() + ns;
-    struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
-    syscall(SYS_futex_waitv, s->wv, s->n, 0, &ts, CLOCK_MONOTONIC);
+    if (s->n > 1 && ns > WAITV_MISSING_SLICE_NS)
+        ns = WAITV_MISSING_SLICE_NS;
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    syscall(SYS_futex, (void *)(uintptr_t)s->wv[0].uaddr, FUTEX_WAIT, s->wv[0].val, &ts, NULL,
+            0);
 }
 
 static void sleep_set_leave(struct sleep_set *s)
