@@ -136,6 +136,16 @@ unsigned tl_count(unsigned dflt, unsigned full)
     return n ? n : 1;
 }
 
+int tl_under_valgrind(void)
+{
+    const char *v = getenv("VALGRIND");
+    if (v && *v && *v != '0') {
+        fprintf(stderr, " (not checked under valgrind) ");
+        return 1;
+    }
+    return 0;
+}
+
 VIP_RETURN tl_open(struct tl_nic *t, const char *dev)
 {
     memset(t, 0, sizeof *t);

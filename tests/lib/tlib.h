@@ -94,6 +94,10 @@ int tl_dev_paced(const char *dev);
 /* A repetition count: dflt, or full with TL_FULL=1; divided by TL_SCALE
  * (slow builds: valgrind, sanitizers); at least 1. */
 unsigned tl_count(unsigned dflt, unsigned full);
+/* Run by `make valgrind` (run_tests.sh sets VALGRIND=1): tests of timing or
+ * of descriptor limits (valgrind keeps descriptors of its own) say so and
+ * skip what they cannot check there. */
+int tl_under_valgrind(void);
 
 struct tl_nic {
     VIP_NIC_HANDLE nic;
