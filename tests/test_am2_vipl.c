@@ -705,7 +705,7 @@ static void test_vipl_waitsema(void)
     fprintf(stderr, "[AM_WaitSema: %d ms asleep, %d ms of CPU, %d sleeps] ", rep[1], rep[0],
             rep[2]);
     TCHK(rep[1] >= 250);
-    TCHK(rep[0] * 5 < rep[1]); /* under a fifth of a CPU while asleep */
+    TCHK(rep[0] * 5 < rep[1] || tl_under_valgrind()); /* under a fifth of a CPU while asleep */
     /* Through shared memory it sleeps once, until the request rings its
      * queue (not in turns of a few ms: 300 ms of those are dozens). */
     TCHK(!shm_on() || rep[2] <= 5);
