@@ -138,6 +138,7 @@ run_suite() {
             if [ "${VALGRIND:-0}" = 1 ]; then
                 TL_RESULT="$res" timeout "$TEST_TIMEOUT" valgrind -q --error-exitcode=9 \
                     --suppressions="$(dirname "$0")/valgrind.supp" --errors-for-leak-kinds=definite \
+                    --fair-sched=yes \
                     --leak-check=full "$t" "=$tn" >"$tout" 2>&1
             else
                 TL_RESULT="$res" timeout "$TEST_TIMEOUT" "$t" "=$tn" >"$tout" 2>&1
