@@ -168,6 +168,11 @@ out:
  * their NICs (AM2_SHM=0), so every AM message crosses the link. */
 static void test_spmd_across_hosts(void)
 {
+    /* Under valgrind every rank's endpoint setup outlasts AM-II's connect
+     * deadline (EUNREACHABLE, as on a starved machine); the AM layer's
+     * memory is checked by the one-host tests. */
+    if (tl_under_valgrind())
+        return;
     struct thosts h;
     if (thosts_start(&h, 2, NULL) != 0) {
         CU_FAIL("could not start two vipds");
