@@ -63,6 +63,9 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+# a reader that went away (| head) or a closed terminal: still clean up
+trap 'exit 141' PIPE
+trap 'exit 129' HUP
 
 if [ ! -x "$VIPD" ] || [ ! -x "$VIPCTL" ]; then
     echo "run_tests: $VIPD or $VIPCTL is missing (make all)" >&2
