@@ -49,6 +49,20 @@ static bool setup_cma(uint32_t rel, bool cq)
     return true;
 }
 
+/* B answered with a NAK of `why`; A takes it: its send completes with the
+ * transport error, its VI breaks, its program hears CONN_LOST. */
+static void nak_fails_sender(uint32_t why, VIP_DESCRIPTOR *sd)
+{
+    struct via_wire_hdr h;
+    CU_ASSERT_TRUE_FATAL(look(1, &h));
+    CU_ASSERT_EQUAL(h.type, VIA_PKT_NAK);
+    CU_ASSERT_EQUAL(h.imm, why);
+    progress(F.a);
+    ERR_EXPECT(status_of(sd), VIP_STATUS_TRANSPORT_ERROR);
+    CU_ASSERT_EQUAL(atomic_load(&F.dba->state), VIA_VI_ERROR);
+    EXPECT_ERROR(F.a, VIP_ERROR_CONN_LOST, false);
+}
+
 /* The type of the next packet A has put on the link, left there. */
 static uint8_t next_from_a(void)
 {
@@ -277,14 +291,7 @@ static void test_source_unreadable(void)
     CU_ASSERT_EQUAL(atomic_load(&F.chan->state), VIA_CHAN_BROKEN);
     CU_ASSERT_EQUAL(atomic_load(&F.dbb->state), VIA_VI_ERROR);
     EXPECT_ERROR(F.b, VIP_ERROR_CATASTROPHIC, true); /* it broke the link: vipd hears */
-    struct via_wire_hdr h;
-    CU_ASSERT_TRUE_FATAL(look(1, &h));
-    CU_ASSERT_EQUAL(h.type, VIA_PKT_NAK);
-    CU_ASSERT_EQUAL(h.imm, VIA_NAK_PULL_FAULT);
-    progress(F.a);
-    ERR_EXPECT(status_of(sd), VIP_STATUS_TRANSPORT_ERROR);
-    CU_ASSERT_EQUAL(atomic_load(&F.dba->state), VIA_VI_ERROR);
-    EXPECT_ERROR(F.a, VIP_ERROR_CONN_LOST, false);
+    nak_fails_sender(VIA_NAK_PULL_FAULT, sd);
     teardown();
 }
 
@@ -354,14 +361,7 @@ static void test_no_receive(void)
     CU_ASSERT_EQUAL(atomic_load(&F.dbb->state), VIA_VI_ERROR);
     CU_ASSERT_EQUAL(atomic_load(&F.dbb->cnt.rx_dropped), 1);
     EXPECT_ERROR(F.b, VIP_ERROR_RECVQ_EMPTY, true);
-    struct via_wire_hdr h;
-    CU_ASSERT_TRUE_FATAL(look(1, &h));
-    CU_ASSERT_EQUAL(h.type, VIA_PKT_NAK);
-    CU_ASSERT_EQUAL(h.imm, VIA_NAK_NO_RECV);
-    progress(F.a);
-    ERR_EXPECT(status_of(sd), VIP_STATUS_TRANSPORT_ERROR);
-    CU_ASSERT_EQUAL(atomic_load(&F.dba->state), VIA_VI_ERROR);
-    EXPECT_ERROR(F.a, VIP_ERROR_CONN_LOST, false);
+    nak_fails_sender(VIA_NAK_NO_RECV, sd);
     teardown();
 }
 
