@@ -70,6 +70,10 @@ struct fw_link {
     uint64_t tx_tail_seen;        /* the last tail of tx read (fw_link_reserve) */
     struct fw_udp *udp;           /* the UDP link's state (fw_link_udp.c) */
     struct fw_ofil *ofi;          /* the libfabric link's state (fw_link_ofi.c) */
+    /* The send pipeline waits for the peer NIC's answer to a message (an
+     * ACK, a read's response): set and cleared by its T6 (fw_tx.c). A link
+     * that cannot see its peer stop (the libfabric one) times it out. */
+    bool awaiting_answer;
 };
 
 /* The payload bytes a packet of l carries at most. */

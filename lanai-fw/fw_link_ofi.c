@@ -14,15 +14,22 @@
  *
  * States (one helper each, ofi_state_name for traces):
  *   MEET  the names cross on the UDP socket: a hello every OFI_HELLO_NS
- *         saying whether we have the peer's name, answered at once; the
- *         peer's name in our address vector ends it (the peer learns we
- *         have its name from our hellos, or from our first fabric message).
- *         Not met within VIP_NET_TIMEOUT_MS: FAILED.
+ *         saying whether we have the peer's name and whether we know it
+ *         has ours; a hello that asks is answered at once. The peer's name
+ *         in our address vector ends it (the peer learns we have its name
+ *         from our hellos, from our "up" message, or from any fabric frame
+ *         of ours: only a peer holding our name can send one).
+ *         Not met within OFI_MEET_TIMEOUTS times VIP_NET_TIMEOUT_MS:
+ *         FAILED (the peer's process attaches its end when its connect
+ *         call returns, which on a loaded host may be seconds later; a
+ *         peer that died is vipd's to report, as a closed connection).
  *   UP    packets flow; hellos go on until the peer shows it has our name.
  *   FAILED the link is broken: the turn says so once (UINT64_MAX). A
- *         fabric error does it, and on a reliable VI so does a peer NIC
- *         silent for VIP_NET_TIMEOUT_MS while a packet of ours waits for
- *         its answer (a stopped peer process: the fabric cannot tell).
+ *         fabric error does it, and on a reliable VI so does a peer that
+ *         stopped (the fabric cannot tell): silent for VIP_NET_TIMEOUT_MS
+ *         while a packet of ours waits for its answer (an ACK, a read's
+ *         response), or taking none of our frames for that long while
+ *         some wait to go (its buffers are full).
  * A sleeping host is woken by the NIC's waker (fw_net.c): on the UDP
  * socket and the hello times while meeting, on the endpoint's completion
  * wait descriptor once up.
@@ -45,6 +52,7 @@
 #define OFI_HELLO_NS 5000000ull     /* a hello every 5 ms until answered */
 #define OFI_DRIVE_NS 1000000ull        /* progress while ours may be on its way: 1 ms */
 #define OFI_DRIVE_AFTER_NS 20000000ull /* ... for 20 ms after a publish */
+#define OFI_MEET_TIMEOUTS 4u
 /* Payload bytes a frame carries (the link's MTU, fw_link_ops.mtu): every
  * frame costs a provider message, a completion, a repost and the NIC's turn
  * around them, so this link carries four times VIA_MTU a frame (1 MiB
@@ -59,7 +67,7 @@ struct ofi_hello {
     uint32_t conn_id;    /* the channel's: a stray hello of another connection is ignored */
     uint16_t name_len;
     uint8_t have_yours;  /* the sender has our name in its address vector */
-    uint8_t pad;
+    uint8_t ask;         /* the sender does not know we have its name: answer */
     uint8_t name[FW_OFI_NAME_MAX];
 };
 
@@ -82,14 +90,26 @@ struct fw_ofil {
     uint32_t conn_id;
     enum ofi_link_state state;
     bool have_theirs, they_have_ours, met, failure_told;
+    bool up_owed;        /* the "up" message found no room yet: sent again each turn */
     uint64_t peer;       /* the peer's address vector entry */
     uint64_t start_ns, next_hello_ns, timeout_ns;
-    /* Reliable VIs: the first packet sent since the peer was last heard
-     * from (0: none). The fabric cannot tell a peer process that stopped;
-     * the NIC-level answers can: none for timeout_ns breaks the link. */
-    bool reliable;
-    uint64_t unanswered_ns;
+    /* A peer process that stopped: the fabric cannot tell, the NIC-level
+     * answers can. While the VI waits for one (fw_link.awaiting_answer,
+     * since await_ns), a peer heard from neither since then nor for
+     * timeout_ns (heard_ns) breaks the link. A SEND of reliable delivery
+     * asks for no answer, so a one-way stream fails only when it stops
+     * moving: frames waiting (unsent or uncompleted) and none leaving for
+     * timeout_ns. Unreliable VIs wait for nothing. */
+    uint32_t reliability;
+    uint64_t await_ns, heard_ns;
+    uint64_t stuck_ns;    /* frames wait and none left since then (0: moving) */
+    uint64_t stuck_sent;  /* fw_ofi_sent at stuck_ns */
     uint64_t drive_until; /* visit the VI every OFI_DRIVE_NS until then */
+    /* The fabric was progressed in this visit of the VI (reset by the
+     * turn that ends it). Each progress call costs system calls (tcp's
+     * epoll_wait, the completion signal's read), and one reaps all the CQ
+     * holds: a second in the same visit only delays the host's answer. */
+    bool polled;
     uint8_t name[FW_OFI_NAME_MAX];
     size_t name_len;
     /* send side: the slot reserve handed out; published slots the provider
@@ -108,8 +128,12 @@ static void ofi_set_state(struct fw_ofil *o, enum ofi_link_state s)
     if (o->state == s)
         return;
     if (getenv("VIP_NET_DEBUG"))
-        fprintf(stderr, "vipl: libfabric link of connection %u: %s -> %s\n", o->conn_id,
-                ofi_state_name[o->state], ofi_state_name[s]);
+        fprintf(stderr,
+                "vipl: libfabric link of connection %u: %s -> %s after %llu ms (have the "
+                "peer's name: %s; the peer has ours: %s)\n",
+                o->conn_id, ofi_state_name[o->state], ofi_state_name[s],
+                (unsigned long long)((hal_now_ns() - o->start_ns) / 1000000),
+                o->have_theirs ? "yes" : "no", o->they_have_ours ? "yes" : "no");
     o->state = s;
 }
 
@@ -118,19 +142,21 @@ static void ofi_set_state(struct fw_ofil *o, enum ofi_link_state s)
 static void hello_send(struct fw_ofil *o)
 {
     struct ofi_hello m = {.magic = OFI_HELLO_MAGIC, .conn_id = o->conn_id,
-                          .name_len = (uint16_t)o->name_len, .have_yours = o->have_theirs};
+                          .name_len = (uint16_t)o->name_len, .have_yours = o->have_theirs,
+                          .ask = !o->they_have_ours};
     memcpy(m.name, o->name, o->name_len);
     /* a lost hello is sent again at the next hello time */
     if (send(o->sock, &m, sizeof m, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
     }
 }
 
-/* We have the peer's name: say so over the fabric too (the hello may be lost). */
+/* We have the peer's name: say so over the fabric too (the hello may be
+ * lost). The fabric may refuse it while its connection forms (rxm says
+ * EAGAIN): owed until it goes, or until a frame of ours says the same. */
 static void up_send(struct fw_ofil *o)
 {
     struct ofi_up m = {.magic = OFI_HELLO_MAGIC, .conn_id = o->conn_id};
-    if (fw_ofi_send(o->ofi, o->peer, &m, sizeof m, NULL, 0) && !o->they_have_ours)
-        o->next_hello_ns = 0; /* no room now: the hellos say it */
+    o->up_owed = fw_ofi_send(o->ofi, o->peer, &m, sizeof m, NULL, 0) != 0;
 }
 
 static void meet_turn(struct fw_ofil *o, uint64_t now)
@@ -150,7 +176,7 @@ static void meet_turn(struct fw_ofil *o, uint64_t now)
         }
         if (m.have_yours)
             o->they_have_ours = true;
-        else
+        if (m.ask || !m.have_yours)
             answer = true;
     }
     if (answer || (!o->they_have_ours && now >= o->next_hello_ns)) {
@@ -159,7 +185,7 @@ static void meet_turn(struct fw_ofil *o, uint64_t now)
     }
     if (o->have_theirs && o->state == OFI_MEET)
         ofi_set_state(o, OFI_UP);
-    if (o->state == OFI_MEET && now - o->start_ns > o->timeout_ns)
+    if (o->state == OFI_MEET && now - o->start_ns > OFI_MEET_TIMEOUTS * o->timeout_ns)
         ofi_set_state(o, OFI_FAILED);
 }
 
@@ -217,8 +243,6 @@ static void ofi_publish(struct fw_link *l, struct via_wire_hdr *h)
     struct fw_ofil *o = l->ofi;
     h->crc = via_wire_check(h); /* publication seals the header, as on every link */
     uint64_t now = hal_now_ns();
-    if (o->reliable && !o->unanswered_ns)
-        o->unanswered_ns = now;
     o->drive_until = now + OFI_DRIVE_AFTER_NS;
     uint32_t len = (uint32_t)sizeof *h + h->frag_len;
     int slot = o->res_slot;
@@ -239,6 +263,20 @@ static void ofi_publish(struct fw_link *l, struct via_wire_hdr *h)
     o->unsent_len[t] = len;
 }
 
+/* Progress the fabric once per visit: false when the endpoint failed. */
+static bool ofi_progress(struct fw_ofil *o)
+{
+    if (o->polled)
+        return true;
+    o->polled = true;
+    struct fw_ofi_rx none[1];
+    if (fw_ofi_recv(o->ofi, none, 0) < 0) {
+        ofi_set_state(o, OFI_FAILED);
+        return false;
+    }
+    return true;
+}
+
 /* The header copy's checks, as the ring's (fw_link.c): version, check
  * word, type, and a length that is the message's. */
 static enum fw_link_peek_rc ofi_peek(struct fw_link *l, struct via_wire_hdr *h,
@@ -250,21 +288,20 @@ static enum fw_link_peek_rc ofi_peek(struct fw_link *l, struct via_wire_hdr *h,
     if (o->state == OFI_FAILED)
         return FW_LINK_EMPTY;
     while (!o->have_cur) {
-        int n = fw_ofi_recv(o->ofi, &o->cur, 1);
-        if (n < 0) {
-            ofi_set_state(o, OFI_FAILED);
-            return FW_LINK_EMPTY;
+        if (fw_ofi_take(o->ofi, &o->cur, 1) == 0) {
+            if (o->polled || !ofi_progress(o))
+                return FW_LINK_EMPTY;
+            continue;
         }
-        if (n == 0)
-            return FW_LINK_EMPTY;
-        o->unanswered_ns = 0; /* the peer's NIC runs */
+        o->heard_ns = hal_now_ns(); /* the peer's NIC runs */
+        o->they_have_ours = true; /* it could not have sent this otherwise */
         struct ofi_up up;
         if (o->cur.len == sizeof up) {
             memcpy(&up, o->cur.data, sizeof up);
-            fw_ofi_repost(o->ofi, &o->cur);
-            if (up.magic == OFI_HELLO_MAGIC && up.conn_id == o->conn_id)
-                o->they_have_ours = true;
-            continue;
+            if (up.magic == OFI_HELLO_MAGIC && up.conn_id == o->conn_id) {
+                fw_ofi_repost(o->ofi, &o->cur);
+                continue; /* said nothing the frame itself did not */
+            }
         }
         o->have_cur = true;
     }
@@ -330,25 +367,45 @@ static bool ofi_drained(struct fw_link *l, unsigned n)
  * ours may be on its way (unsent, sends not completed, a recent publish)
  * or waits for its answer, the VI is visited every OFI_DRIVE_NS even if
  * its host sleeps; otherwise only the wait descriptor wakes it. */
-static void up_turn(struct fw_ofil *o, uint64_t now)
+static void up_turn(struct fw_ofil *o, bool awaiting, uint64_t now)
 {
+    if (o->up_owed)
+        up_send(o);
     flush_unsent(o);
-    struct fw_ofi_rx none[1];
-    if (fw_ofi_recv(o->ofi, none, 0) < 0) {
-        ofi_set_state(o, OFI_FAILED);
+    if (!ofi_progress(o))
         return;
+    if (!awaiting || o->reliability == VIP_SERVICE_UNRELIABLE) {
+        o->await_ns = 0;
+    } else if (!o->await_ns) {
+        o->await_ns = now;
+    } else {
+        uint64_t since = o->heard_ns > o->await_ns ? o->heard_ns : o->await_ns;
+        uint64_t quiet = now > since ? now - since : 0;
+        if (quiet > o->timeout_ns) {
+            if (getenv("VIP_NET_DEBUG"))
+                fprintf(stderr, "vipl: libfabric link of connection %u: no answer for %llu ms\n",
+                        o->conn_id, (unsigned long long)(quiet / 1000000));
+            ofi_set_state(o, OFI_FAILED); /* the peer's NIC stopped answering */
+            return;
+        }
     }
-    if (o->unanswered_ns && now > o->unanswered_ns && now - o->unanswered_ns > o->timeout_ns) {
+    unsigned waiting = o->nunsent + fw_ofi_sends_pending(o->ofi);
+    uint64_t sent = fw_ofi_sent(o->ofi);
+    if (!waiting || sent != o->stuck_sent || !o->stuck_ns ||
+        o->reliability == VIP_SERVICE_UNRELIABLE) {
+        o->stuck_ns = waiting ? now : 0;
+        o->stuck_sent = sent;
+    } else if (now - o->stuck_ns > o->timeout_ns) {
         if (getenv("VIP_NET_DEBUG"))
-            fprintf(stderr, "vipl: libfabric link of connection %u: no answer for %llu ms\n",
-                    o->conn_id, (unsigned long long)((now - o->unanswered_ns) / 1000000));
-        ofi_set_state(o, OFI_FAILED); /* the peer's NIC stopped answering */
+            fprintf(stderr, "vipl: libfabric link of connection %u: %u frames stuck for %llu ms\n",
+                    o->conn_id, waiting, (unsigned long long)((now - o->stuck_ns) / 1000000));
+        ofi_set_state(o, OFI_FAILED); /* the peer takes nothing */
         return;
     }
     if (!o->met)
         return; /* the hello times drive it */
     uint64_t due = 0;
-    if (o->unanswered_ns || o->nunsent || fw_ofi_sends_pending(o->ofi) || now < o->drive_until)
+    if (o->await_ns || o->nunsent || fw_ofi_sends_pending(o->ofi) || now < o->drive_until)
         due = now + OFI_DRIVE_NS;
     /* libfabric's rule for sleeping on its wait descriptor: trywait after
      * progress (it re-arms the descriptor). Work still there: at once.
@@ -373,12 +430,16 @@ static uint64_t ofi_turn(struct fw_link *l)
         if (o->have_theirs && o->they_have_ours) {
             o->met = true;
             meet_done(o);
+            if (getenv("VIP_NET_DEBUG"))
+                fprintf(stderr, "vipl: libfabric link of connection %u: met after %llu ms\n",
+                        o->conn_id, (unsigned long long)((now - o->start_ns) / 1000000));
         } else {
             atomic_store_explicit(&o->watch.due_ns, o->next_hello_ns, memory_order_relaxed);
         }
     }
     if (o->state == OFI_UP)
-        up_turn(o, now);
+        up_turn(o, l->awaiting_answer, now);
+    o->polled = false; /* the visit ends */
     if (o->state == OFI_FAILED) {
         if (o->failure_told)
             return 0;
@@ -460,7 +521,7 @@ bool fw_link_ofi_init(struct fw_link *l, struct fw_nic *nic, struct via_chan *ch
     }
     o->nic = nic;
     o->chan = chan;
-    o->reliable = chan->reliability != VIP_SERVICE_UNRELIABLE;
+    o->reliability = chan->reliability;
     o->sock = sock;
     o->conn_id = chan->conn_id;
     o->res_slot = -1;

@@ -25,6 +25,10 @@
 #define OFI_DEFAULT_PROVIDER "tcp;ofi_rxm"
 #define OFI_API FI_VERSION(1, 9)
 #define OFI_CQ_BATCH 16
+/* Frames up to this size go by fi_inject: no send completion to reap (a
+ * completion costs the CQ's signal, a write and a read). rxm offers 64
+ * bytes unless asked, less than a wire header with its first word. */
+#define OFI_INJECT_WANT 512
 
 /* The few real functions of libfabric (the rest are inline calls through
  * the objects' operation tables), found when the first endpoint opens. */
@@ -104,6 +108,7 @@ struct fw_ofi {
     struct ofi_slot send[FW_OFI_NSEND], recv[FW_OFI_NRECV];
     uint32_t free_send[FW_OFI_NSEND];
     unsigned nfree;
+    uint64_t sent; /* frames the fabric took for good (injected, or completed) */
     uint32_t repost[FW_OFI_NRECV]; /* receive slots the provider could not take yet */
     unsigned nrepost;
     /* received frames reaped but not yet handed out: a FIFO of nheld from held_head */
@@ -250,7 +255,12 @@ int fw_ofi_open(struct fw_ofi **out, const char *node, uint32_t max_frame, char 
         return -ENOMEM;
     }
     o->max_frame = (max_frame + 63u) & ~63u;
+    hints->tx_attr->inject_size = OFI_INJECT_WANT;
     int rc = ofi.getinfo(OFI_API, node, NULL, node ? FI_SOURCE : 0, hints, &o->info);
+    if (rc) {
+        hints->tx_attr->inject_size = 0; /* a provider that cannot: its own */
+        rc = ofi.getinfo(OFI_API, node, NULL, node ? FI_SOURCE : 0, hints, &o->info);
+    }
     ofi.freeinfo(hints);
     if (rc) {
         const char *p = getenv("FI_PROVIDER");
@@ -346,8 +356,10 @@ int fw_ofi_slot_send(struct fw_ofi *o, uint64_t peer, int slot, uint32_t len)
     if (len <= o->inject) {
         /* small: the provider copies it, no completion, the slot is free */
         rc = fi_inject(o->ep, b, len, peer);
-        if (rc == 0)
+        if (rc == 0) {
             fw_ofi_slot_drop(o, slot);
+            o->sent++;
+        }
     } else {
         rc = fi_send(o->ep, b, len, o->desc, peer, &s->ctx);
     }
@@ -415,6 +427,7 @@ int fw_ofi_recv(struct fw_ofi *o, struct fw_ofi_rx *rx, int max)
             struct ofi_slot *s = e[i].op_context;
             if (s->kind == SLOT_SEND) {
                 o->free_send[o->nfree++] = s->idx;
+                o->sent++;
                 continue;
             }
             unsigned t = (o->held_head + o->nheld++) % FW_OFI_NRECV;
@@ -425,6 +438,11 @@ int fw_ofi_recv(struct fw_ofi *o, struct fw_ofi_rx *rx, int max)
         if (n < OFI_CQ_BATCH)
             break;
     }
+    return fw_ofi_take(o, rx, max);
+}
+
+int fw_ofi_take(struct fw_ofi *o, struct fw_ofi_rx *rx, int max)
+{
     int got = 0;
     while (got < max && o->nheld) {
         rx[got++] = o->held[o->held_head];
@@ -444,6 +462,11 @@ int fw_ofi_repost(struct fw_ofi *o, const struct fw_ofi_rx *rx)
 unsigned fw_ofi_sends_pending(const struct fw_ofi *o)
 {
     return FW_OFI_NSEND - o->nfree;
+}
+
+uint64_t fw_ofi_sent(const struct fw_ofi *o)
+{
+    return o->sent;
 }
 
 const char *fw_ofi_provider(const struct fw_ofi *o)

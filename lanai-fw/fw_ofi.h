@@ -69,6 +69,8 @@ void fw_ofi_slot_drop(struct fw_ofi *o, int slot);
 /* Progress: reap completions; up to max received frames into rx. Returns
  * their number, or a negative errno when the endpoint failed. */
 int fw_ofi_recv(struct fw_ofi *o, struct fw_ofi_rx *rx, int max);
+/* Only hand out frames already reaped (no progress, no system call). */
+int fw_ofi_take(struct fw_ofi *o, struct fw_ofi_rx *rx, int max);
 /* Hand a received slot back to the fabric. */
 int fw_ofi_repost(struct fw_ofi *o, const struct fw_ofi_rx *rx);
 
@@ -83,6 +85,9 @@ unsigned fw_ofi_frames_held(const struct fw_ofi *o);
 
 /* Sends not yet completed (a caller draining before close waits for 0). */
 unsigned fw_ofi_sends_pending(const struct fw_ofi *o);
+/* Frames the fabric has taken for good so far (injected or completed):
+ * a count that stops moving while sends wait means the peer takes none. */
+uint64_t fw_ofi_sent(const struct fw_ofi *o);
 /* The provider in use, e.g. "tcp;ofi_rxm". */
 const char *fw_ofi_provider(const struct fw_ofi *o);
 

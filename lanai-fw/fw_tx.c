@@ -260,6 +260,7 @@ static void tx_refused(struct fw_vi *vi)
  * answered): write the status, at its modelled time. */
 static int tx_updt(struct fw_vi *vi)
 {
+    vi->link.awaiting_answer = false;
     if (tx_answered(vi) && (int32_t)(vi->acked - vi->tx_seq) < 0) {
         /* Completes on the peer's answer; a NAK or a broken link fails it. */
         if (vi->naked && vi->tx_rdv && vi->naked_why == VIA_NAK_PULL_REFUSED) {
@@ -283,6 +284,7 @@ static int tx_updt(struct fw_vi *vi)
             fw_link_check(vi);
             return FW_TX_IDLE;
         }
+        vi->link.awaiting_answer = true;
         return FW_TX_BLOCKED; /* the answer sets our arrival bit */
     }
     if (vi->nic->paced && !fw_release_due(vi, vi->tx_release))

@@ -8,12 +8,15 @@
  *   a host whose vipd is not there: VIP_NOT_REACHABLE)
  *   verified ping-pong (small, 1 MiB) at each reliability level
  *   three hosts: two clients on two hosts, one server host
+ *   one way for longer than the link's timeout (nothing comes back: on a
+ *   reliable-delivery VI no answer is owed, so the link must not give up)
  */
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/thosts.h"
@@ -313,6 +316,90 @@ static int k_sender(void *arg)
     return 0;
 }
 
+/* ---- one way, longer than the link's timeout ------------------------------------------- */
+
+/* VIP_NET_TIMEOUT_MS is 2 s under thosts: OW_MSGS one every OW_GAP_MS is
+ * 3 s of a stream on which the receiver never sends. */
+#define OW_MSGS 600u
+#define OW_GAP_MS 5u
+
+/* Receiver on host1: every receive posted before the connection (so the
+ * pace of the two sides cannot break it), then each message checked in
+ * order. It sends nothing. */
+static int ow_receiver(void *arg)
+{
+    const struct kstream *k = arg;
+    thosts_use(k->h, 1);
+    struct tl_nic t;
+    struct tl_buf b;
+    VIP_VI_HANDLE vi;
+    TC_RC(tl_open(&t, "via0"), VIP_SUCCESS);
+    TC_RC(tl_buf_alloc(&t, &b, OW_MSGS * KSLOT), VIP_SUCCESS);
+    TC_RC(tl_vi(&t, k->rel, NULL, NULL, &vi), VIP_SUCCESS);
+    TC_RC(post_slots(vi, &b, 0, OW_MSGS), VIP_SUCCESS);
+    TC_RC(tl_accept(&t, vi, k->disc, 20000), VIP_SUCCESS);
+    for (uint32_t n = 0; n < OW_MSGS; n++) {
+        VIP_DESCRIPTOR *d;
+        TC_RC(VipRecvWait(vi, 20000, &d), VIP_SUCCESS);
+        TC_CHECK(!(d->CS.Status & VIP_STATUS_ERROR_MASK));
+        TC_CHECK(d == (VIP_DESCRIPTOR *)(b.p + n * KSLOT)); /* in order */
+        uint32_t got;
+        memcpy(&got, (uint8_t *)d + 128, sizeof got);
+        TC_CHECK(got == n && d->CS.Length == 64);
+    }
+    tl_end(&t, vi, &b);
+    return 0;
+}
+
+/* Sender on host0: OW_MSGS messages of 64 bytes, one every OW_GAP_MS, each
+ * completing without error. */
+static int ow_sender(void *arg)
+{
+    const struct kstream *k = arg;
+    thosts_use(k->h, 0);
+    struct tl_nic t;
+    struct tl_buf b;
+    VIP_VI_HANDLE vi;
+    TC_RC(tl_open(&t, "via0"), VIP_SUCCESS);
+    TC_RC(tl_buf_alloc(&t, &b, KSLOT), VIP_SUCCESS);
+    TC_RC(tl_vi(&t, k->rel, NULL, NULL, &vi), VIP_SUCCESS);
+    TC_RC(tl_request(&t, vi, "host1", k->disc, 20000), VIP_SUCCESS);
+    VIP_DESCRIPTOR *d = (VIP_DESCRIPTOR *)b.p, *done;
+    for (uint32_t n = 0; n < OW_MSGS; n++) {
+        struct timespec gap = {0, OW_GAP_MS * 1000000L};
+        nanosleep(&gap, NULL); /* the stimulus: a slow one-way stream */
+        tl_desc_1(d, b.p + 128, 64, b.mh);
+        memcpy(b.p + 128, &n, sizeof n);
+        TC_RC(VipPostSend(vi, d, b.mh), VIP_SUCCESS);
+        TC_RC(VipSendWait(vi, 20000, &done), VIP_SUCCESS);
+        if (done->CS.Status & VIP_STATUS_ERROR_MASK)
+            tl_child_fail(__FILE__, __LINE__, "message %u of a one-way stream failed (%#x)", n,
+                          (unsigned)done->CS.Status);
+    }
+    tl_end(&t, vi, &b);
+    return 0;
+}
+
+static void test_one_way_outlasts_link_timeout(void)
+{
+    struct thosts h;
+    if (thosts_start(&h, 2, NULL) != 0) {
+        CU_FAIL("could not start two vipds");
+        return;
+    }
+    struct kstream k = {&h, "", VIP_SERVICE_RELIABLE_DELIVERY};
+    tl_discrim(k.disc, "oneway");
+    struct tl_child r, w;
+    bool r_up = tl_spawn(&r, ow_receiver, &k) == 0;
+    bool w_up = r_up && tl_spawn(&w, ow_sender, &k) == 0;
+    CU_ASSERT(r_up && w_up);
+    if (w_up)
+        TCHILD_OK(&w, 60000);
+    if (r_up)
+        TCHILD_OK(&r, 60000);
+    thosts_stop(&h);
+}
+
 enum kill_how { KILL_VIPD, STOP_VIPD, STOP_PEER };
 
 static void peer_goes(enum kill_how how)
@@ -391,6 +478,7 @@ static const struct tl_test tests[] = {
     TL_TEST(test_pingpong_small_unreliable),
     TL_TEST(test_stream_1mib_reliable_delivery),
     TL_TEST(test_three_hosts),
+    TL_TEST(test_one_way_outlasts_link_timeout),
     TL_TEST(test_peer_vipd_killed_mid_stream),
     TL_TEST(test_peer_vipd_hangs_heartbeat),
     TL_TEST(test_peer_process_hangs_transport_timeout),
