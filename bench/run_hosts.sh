@@ -22,8 +22,8 @@
 #                                   flight as vip_send_bw), target >= 70%
 #
 # Each figure is the median of RUNS runs (3; --quick: 1); the libfabric
-# streaming line's runs alternate with fi_stream's, at least 3 each (this
-# machine's speed changes from second to second, and a run lasts 0.1 s).
+# lines alternate our runs with the reference's (the streaming one at
+# least 3 each): this machine's speed changes from second to second.
 # Prints one line per figure with the ratio and its target.
 set -u
 
@@ -157,19 +157,24 @@ fis_bw() { "$BIN/fi_stream" -s 1048576 -n $BW_N -w 16 --csv | awk -F, '{ print $
 # fi_pingpong runs in this shell (fi_run keeps its port and server there),
 # on control ports past the vipds' listening ones.
 FI_PORT=$((BASE + 100))
+# Ours and fi_pingpong's runs alternate, as the streaming ones below.
 fi_lat_all=
 fi_pp_all=
+lat_o_all=
+pp_o_all=
 i=0
 while [ $i -lt $RUNS ]; do
+    lat_o_all="$lat_o_all $(ofi_lat)"
     FI_RUN_PROV=tcp fi_run 4 $LAT_N
     fi_lat_all="$fi_lat_all $FI_USEC"
+    pp_o_all="$pp_o_all $(ofi_pp)"
     FI_RUN_PROV=tcp fi_run 1048576 $PP_N
     fi_pp_all="$fi_pp_all $FI_MBS"
     i=$((i + 1))
 done
-lat_o=$(runs ofi_lat | median)
+lat_o=$(printf '%s\n' $lat_o_all | median)
 lat_f=$(printf '%s\n' $fi_lat_all | median)
-pp_o=$(runs ofi_pp | median)
+pp_o=$(printf '%s\n' $pp_o_all | median)
 pp_f=$(printf '%s\n' $fi_pp_all | median)
 bw_o_all=
 bw_f_all=

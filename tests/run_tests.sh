@@ -249,10 +249,7 @@ if [ "$matrix" != none ]; then
         echo "-- THOSTS_LINK=ofi"
         THOSTS_LINK=ofi
         export THOSTS_LINK
-        # (test_am2_spmd:across_hosts is not run here: over this link it
-        # fails now and then with EUNREACHABLE, an open bug: by hand,
-        # THOSTS_LINK=ofi tests/run_tests.sh test_am2_spmd)
-        run_suite " [link ofi]" test_hosts test_hosts_peer
+        run_suite " [link ofi]" test_hosts test_hosts_peer test_am2_spmd
         unset THOSTS_LINK
     fi
 fi
