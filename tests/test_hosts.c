@@ -10,12 +10,16 @@
  *   three hosts: two clients on two hosts, one server host
  *   one way for longer than the link's timeout (nothing comes back: on a
  *   reliable-delivery VI no answer is owed, so the link must not give up)
+ *   a receiver asleep in VipRecvWait for a peer that sends after 2 s: the
+ *   message wakes it, and the sleep costs next to no CPU (a watch that
+ *   woke its process in a loop would cost the whole 2 s)
  */
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -400,6 +404,89 @@ static void test_one_way_outlasts_link_timeout(void)
     thosts_stop(&h);
 }
 
+/* ---- a receiver asleep --------------------------------------------------------------- */
+
+#define SLEEPER_GAP_MS 2000u
+
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru); /* every thread: the host's, the NIC's, the waker */
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+static int sl_receiver(void *arg)
+{
+    const struct kstream *k = arg;
+    thosts_use(k->h, 1);
+    struct tl_nic t;
+    struct tl_buf b;
+    VIP_VI_HANDLE vi;
+    TC_RC(tl_open(&t, "via0"), VIP_SUCCESS);
+    TC_RC(tl_buf_alloc(&t, &b, KSLOT), VIP_SUCCESS);
+    TC_RC(tl_vi(&t, k->rel, NULL, NULL, &vi), VIP_SUCCESS);
+    TC_RC(post_slots(vi, &b, 0, 1), VIP_SUCCESS);
+    TC_RC(tl_accept(&t, vi, k->disc, 20000), VIP_SUCCESS);
+    tl_child_post('a');
+    double c0 = cpu_s();
+    uint64_t t0 = tl_now_ms();
+    VIP_DESCRIPTOR *d;
+    TC_RC(VipRecvWait(vi, 20000, &d), VIP_SUCCESS);
+    double cpu = cpu_s() - c0;
+    uint64_t took = tl_now_ms() - t0;
+    TC_CHECK(!(d->CS.Status & VIP_STATUS_ERROR_MASK) && d->CS.Length == 64);
+    if (!tl_under_valgrind() && took >= SLEEPER_GAP_MS / 2 && cpu > 0.25 * (double)took / 1000)
+        tl_child_fail(__FILE__, __LINE__, "asleep for %llu ms, the process used %.2f s of CPU",
+                      (unsigned long long)took, cpu);
+    tl_end(&t, vi, &b);
+    return 0;
+}
+
+static int sl_sender(void *arg)
+{
+    const struct kstream *k = arg;
+    thosts_use(k->h, 0);
+    struct tl_nic t;
+    struct tl_buf b;
+    VIP_VI_HANDLE vi;
+    TC_RC(tl_open(&t, "via0"), VIP_SUCCESS);
+    TC_RC(tl_buf_alloc(&t, &b, KSLOT), VIP_SUCCESS);
+    TC_RC(tl_vi(&t, k->rel, NULL, NULL, &vi), VIP_SUCCESS);
+    TC_RC(tl_request(&t, vi, "host1", k->disc, 20000), VIP_SUCCESS);
+    struct timespec gap = {SLEEPER_GAP_MS / 1000, (SLEEPER_GAP_MS % 1000) * 1000000L};
+    nanosleep(&gap, NULL); /* the stimulus: a peer that takes its time */
+    VIP_DESCRIPTOR *d = (VIP_DESCRIPTOR *)b.p, *done;
+    tl_desc_1(d, b.p + 128, 64, b.mh);
+    TC_RC(VipPostSend(vi, d, b.mh), VIP_SUCCESS);
+    TC_RC(VipSendWait(vi, 20000, &done), VIP_SUCCESS);
+    TC_CHECK(!(done->CS.Status & VIP_STATUS_ERROR_MASK));
+    tl_end(&t, vi, &b);
+    return 0;
+}
+
+static void test_sleeping_receiver_woken(void)
+{
+    struct thosts h;
+    if (thosts_start(&h, 2, NULL) != 0) {
+        CU_FAIL("could not start two vipds");
+        return;
+    }
+    struct kstream k = {&h, "", VIP_SERVICE_RELIABLE_DELIVERY};
+    tl_discrim(k.disc, "sleeper");
+    struct tl_child r, w;
+    bool r_up = tl_spawn(&r, sl_receiver, &k) == 0;
+    bool w_up = r_up && tl_spawn(&w, sl_sender, &k) == 0;
+    CU_ASSERT(r_up && w_up);
+    if (r_up)
+        CU_ASSERT_EQUAL(tl_parent_take(&r, 30000), 'a');
+    if (w_up)
+        TCHILD_OK(&w, 60000);
+    if (r_up)
+        TCHILD_OK(&r, 60000);
+    thosts_stop(&h);
+}
+
 enum kill_how { KILL_VIPD, STOP_VIPD, STOP_PEER };
 
 static void peer_goes(enum kill_how how)
@@ -479,6 +566,7 @@ static const struct tl_test tests[] = {
     TL_TEST(test_stream_1mib_reliable_delivery),
     TL_TEST(test_three_hosts),
     TL_TEST(test_one_way_outlasts_link_timeout),
+    TL_TEST(test_sleeping_receiver_woken),
     TL_TEST(test_peer_vipd_killed_mid_stream),
     TL_TEST(test_peer_vipd_hangs_heartbeat),
     TL_TEST(test_peer_process_hangs_transport_timeout),
