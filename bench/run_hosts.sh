@@ -21,8 +21,8 @@
 #   1 MiB streaming bandwidth       VIPL / bench/fi_stream (plain libfabric, 16 in
 #                                   flight as vip_send_bw), target >= 70%
 #
-# Each figure is the median of RUNS runs (3; --quick: 1); the libfabric
-# lines alternate our runs with the reference's (the streaming one at
+# Each figure is the median of RUNS runs (3; --quick: 1); every line
+# alternates our runs with the reference's (the libfabric streaming one at
 # least 3 each): this machine's speed changes from second to second.
 # Prints one line per figure with the ratio and its target.
 set -u
@@ -129,11 +129,23 @@ udp_lat() { "$BIN/udp_pingpong" lat 4 $LAT_N | awk '{ print $4 }'; }
 vip_bw() { across "$1" "$BIN/vip_send_bw" -s 1M -n $BW_N | col 1048576 4; }
 udp_bw() { "$BIN/udp_pingpong" bw 1048576 $BW_N | awk '{ print $4 }'; }
 
-lat_v=$(runs vip_lat | median)
-lat_u=$(runs udp_lat | median)
-bw_v=$(runs vip_bw clean | median)
-bw_u=$(runs udp_bw | median)
-bw_l=$(runs vip_bw lossy | median)
+# ours and the reference alternate (this machine's speed changes from
+# second to second; two blocks of runs would compare two speeds)
+lat_v_all= lat_u_all= bw_v_all= bw_u_all= bw_l_all=
+i=0
+while [ $i -lt $RUNS ]; do
+    lat_v_all="$lat_v_all $(vip_lat)"
+    lat_u_all="$lat_u_all $(udp_lat)"
+    bw_v_all="$bw_v_all $(vip_bw clean)"
+    bw_u_all="$bw_u_all $(udp_bw)"
+    bw_l_all="$bw_l_all $(vip_bw lossy)"
+    i=$((i + 1))
+done
+lat_v=$(printf '%s\n' $lat_v_all | median)
+lat_u=$(printf '%s\n' $lat_u_all | median)
+bw_v=$(printf '%s\n' $bw_v_all | median)
+bw_u=$(printf '%s\n' $bw_u_all | median)
+bw_l=$(printf '%s\n' $bw_l_all | median)
 
 echo
 echo "UDP link between two vipds on 127.0.0.1 (median of $RUNS runs; the reference: plain UDP, bench/udp_pingpong)"
