@@ -327,21 +327,58 @@ static int k_sender(void *arg)
 #define OW_MSGS 600u
 #define OW_GAP_MS 5u
 
+/* One end on host `host` (host1 accepts, host0 requests): a NIC, a buffer
+ * of `slots` slots with receives posted in the first `nrecv`, a connected
+ * VI. */
+static VIP_VI_HANDLE k_end(const struct kstream *k, unsigned host, unsigned slots,
+                           unsigned nrecv, struct tl_nic *t, struct tl_buf *b)
+{
+    VIP_VI_HANDLE vi;
+    thosts_use(k->h, host);
+    TC_RC(tl_open(t, "via0"), VIP_SUCCESS);
+    TC_RC(tl_buf_alloc(t, b, slots * KSLOT), VIP_SUCCESS);
+    TC_RC(tl_vi(t, k->rel, NULL, NULL, &vi), VIP_SUCCESS);
+    TC_RC(post_slots(vi, b, 0, nrecv), VIP_SUCCESS);
+    if (host == 1)
+        TC_RC(tl_accept(t, vi, k->disc, 20000), VIP_SUCCESS);
+    else
+        TC_RC(tl_request(t, vi, "host1", k->disc, 20000), VIP_SUCCESS);
+    return vi;
+}
+
+/* A receiver on host1 and a sender on host0, in children; `ready` nonzero:
+ * the receiver says so once connected. */
+static void k_pair(const char *tag, VIP_RELIABILITY_LEVEL rel, int (*receiver)(void *),
+                   int (*sender)(void *), char ready)
+{
+    struct thosts h;
+    if (thosts_start(&h, 2, NULL) != 0) {
+        CU_FAIL("could not start two vipds");
+        return;
+    }
+    struct kstream k = {&h, "", rel};
+    tl_discrim(k.disc, tag);
+    struct tl_child r, w;
+    bool r_up = tl_spawn(&r, receiver, &k) == 0;
+    bool w_up = r_up && tl_spawn(&w, sender, &k) == 0;
+    CU_ASSERT(r_up && w_up);
+    if (r_up && ready)
+        CU_ASSERT_EQUAL(tl_parent_take(&r, 30000), ready);
+    if (w_up)
+        TCHILD_OK(&w, 60000);
+    if (r_up)
+        TCHILD_OK(&r, 60000);
+    thosts_stop(&h);
+}
+
 /* Receiver on host1: every receive posted before the connection (so the
  * pace of the two sides cannot break it), then each message checked in
  * order. It sends nothing. */
 static int ow_receiver(void *arg)
 {
-    const struct kstream *k = arg;
-    thosts_use(k->h, 1);
     struct tl_nic t;
     struct tl_buf b;
-    VIP_VI_HANDLE vi;
-    TC_RC(tl_open(&t, "via0"), VIP_SUCCESS);
-    TC_RC(tl_buf_alloc(&t, &b, OW_MSGS * KSLOT), VIP_SUCCESS);
-    TC_RC(tl_vi(&t, k->rel, NULL, NULL, &vi), VIP_SUCCESS);
-    TC_RC(post_slots(vi, &b, 0, OW_MSGS), VIP_SUCCESS);
-    TC_RC(tl_accept(&t, vi, k->disc, 20000), VIP_SUCCESS);
+    VIP_VI_HANDLE vi = k_end(arg, 1, OW_MSGS, OW_MSGS, &t, &b);
     for (uint32_t n = 0; n < OW_MSGS; n++) {
         VIP_DESCRIPTOR *d;
         TC_RC(VipRecvWait(vi, 20000, &d), VIP_SUCCESS);
@@ -359,15 +396,9 @@ static int ow_receiver(void *arg)
  * completing without error. */
 static int ow_sender(void *arg)
 {
-    const struct kstream *k = arg;
-    thosts_use(k->h, 0);
     struct tl_nic t;
     struct tl_buf b;
-    VIP_VI_HANDLE vi;
-    TC_RC(tl_open(&t, "via0"), VIP_SUCCESS);
-    TC_RC(tl_buf_alloc(&t, &b, KSLOT), VIP_SUCCESS);
-    TC_RC(tl_vi(&t, k->rel, NULL, NULL, &vi), VIP_SUCCESS);
-    TC_RC(tl_request(&t, vi, "host1", k->disc, 20000), VIP_SUCCESS);
+    VIP_VI_HANDLE vi = k_end(arg, 0, 1, 0, &t, &b);
     VIP_DESCRIPTOR *d = (VIP_DESCRIPTOR *)b.p, *done;
     for (uint32_t n = 0; n < OW_MSGS; n++) {
         struct timespec gap = {0, OW_GAP_MS * 1000000L};
@@ -386,22 +417,7 @@ static int ow_sender(void *arg)
 
 static void test_one_way_outlasts_link_timeout(void)
 {
-    struct thosts h;
-    if (thosts_start(&h, 2, NULL) != 0) {
-        CU_FAIL("could not start two vipds");
-        return;
-    }
-    struct kstream k = {&h, "", VIP_SERVICE_RELIABLE_DELIVERY};
-    tl_discrim(k.disc, "oneway");
-    struct tl_child r, w;
-    bool r_up = tl_spawn(&r, ow_receiver, &k) == 0;
-    bool w_up = r_up && tl_spawn(&w, ow_sender, &k) == 0;
-    CU_ASSERT(r_up && w_up);
-    if (w_up)
-        TCHILD_OK(&w, 60000);
-    if (r_up)
-        TCHILD_OK(&r, 60000);
-    thosts_stop(&h);
+    k_pair("oneway", VIP_SERVICE_RELIABLE_DELIVERY, ow_receiver, ow_sender, 0);
 }
 
 /* ---- a receiver asleep --------------------------------------------------------------- */
@@ -418,16 +434,9 @@ static double cpu_s(void)
 
 static int sl_receiver(void *arg)
 {
-    const struct kstream *k = arg;
-    thosts_use(k->h, 1);
     struct tl_nic t;
     struct tl_buf b;
-    VIP_VI_HANDLE vi;
-    TC_RC(tl_open(&t, "via0"), VIP_SUCCESS);
-    TC_RC(tl_buf_alloc(&t, &b, KSLOT), VIP_SUCCESS);
-    TC_RC(tl_vi(&t, k->rel, NULL, NULL, &vi), VIP_SUCCESS);
-    TC_RC(post_slots(vi, &b, 0, 1), VIP_SUCCESS);
-    TC_RC(tl_accept(&t, vi, k->disc, 20000), VIP_SUCCESS);
+    VIP_VI_HANDLE vi = k_end(arg, 1, 1, 1, &t, &b);
     tl_child_post('a');
     double c0 = cpu_s();
     uint64_t t0 = tl_now_ms();
@@ -445,15 +454,9 @@ static int sl_receiver(void *arg)
 
 static int sl_sender(void *arg)
 {
-    const struct kstream *k = arg;
-    thosts_use(k->h, 0);
     struct tl_nic t;
     struct tl_buf b;
-    VIP_VI_HANDLE vi;
-    TC_RC(tl_open(&t, "via0"), VIP_SUCCESS);
-    TC_RC(tl_buf_alloc(&t, &b, KSLOT), VIP_SUCCESS);
-    TC_RC(tl_vi(&t, k->rel, NULL, NULL, &vi), VIP_SUCCESS);
-    TC_RC(tl_request(&t, vi, "host1", k->disc, 20000), VIP_SUCCESS);
+    VIP_VI_HANDLE vi = k_end(arg, 0, 1, 0, &t, &b);
     struct timespec gap = {SLEEPER_GAP_MS / 1000, (SLEEPER_GAP_MS % 1000) * 1000000L};
     nanosleep(&gap, NULL); /* the stimulus: a peer that takes its time */
     VIP_DESCRIPTOR *d = (VIP_DESCRIPTOR *)b.p, *done;
@@ -467,24 +470,7 @@ static int sl_sender(void *arg)
 
 static void test_sleeping_receiver_woken(void)
 {
-    struct thosts h;
-    if (thosts_start(&h, 2, NULL) != 0) {
-        CU_FAIL("could not start two vipds");
-        return;
-    }
-    struct kstream k = {&h, "", VIP_SERVICE_RELIABLE_DELIVERY};
-    tl_discrim(k.disc, "sleeper");
-    struct tl_child r, w;
-    bool r_up = tl_spawn(&r, sl_receiver, &k) == 0;
-    bool w_up = r_up && tl_spawn(&w, sl_sender, &k) == 0;
-    CU_ASSERT(r_up && w_up);
-    if (r_up)
-        CU_ASSERT_EQUAL(tl_parent_take(&r, 30000), 'a');
-    if (w_up)
-        TCHILD_OK(&w, 60000);
-    if (r_up)
-        TCHILD_OK(&r, 60000);
-    thosts_stop(&h);
+    k_pair("sleeper", VIP_SERVICE_RELIABLE_DELIVERY, sl_receiver, sl_sender, 'a');
 }
 
 enum kill_how { KILL_VIPD, STOP_VIPD, STOP_PEER };
