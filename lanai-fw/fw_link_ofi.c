@@ -30,9 +30,21 @@
  *         while a packet of ours waits for its answer (an ACK, a read's
  *         response), or taking none of our frames for that long while
  *         some wait to go (its buffers are full).
- * A sleeping host is woken by the NIC's waker (fw_net.c): on the UDP
- * socket and the hello times while meeting, on the endpoint's completion
- * wait descriptor once up.
+ *
+ * Waking a NIC that stopped polling. The endpoint's CQ has no wait object
+ * (fw_ofi.c: it would cost every message a signal), so a NIC whose threads
+ * all sleep cannot see a frame arrive. It tells its peer instead: when a
+ * thread of ours is about to sleep, or the waker watches because nobody
+ * polls (fw_net_armed), the turn sends ASLEEP(n), n the frames taken so
+ * far; the peer then "nudges" us, a datagram on the meeting's UDP socket,
+ * which the waker watches, after every visit in which it sent us a frame,
+ * and at once if it had sent more than n (frames that may have passed our
+ * last look). Once we poll again, AWAKE stops it. Frames of one peer are
+ * in order, so the count cannot be fooled. The waker visits a VI when it
+ * starts watching (visit_on_arm) unless the peer already knows.
+ *
+ * Control frames (ASLEEP, AWAKE, UP: "I have your name") are struct
+ * ofi_ctl, shorter than any packet, and dispatched through ofi_ctl_ops.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -71,11 +83,14 @@ struct ofi_hello {
     uint8_t name[FW_OFI_NAME_MAX];
 };
 
-/* The fabric message that only says "I have your name" (shorter than any
- * packet, which is at least a wire header). */
-struct ofi_up {
+/* A control frame of the link (shorter than any packet, which is at least
+ * a wire header). */
+enum ofi_ctl_kind { OFI_CTL_UP, OFI_CTL_ASLEEP, OFI_CTL_AWAKE, OFI_CTL_NKINDS };
+struct ofi_ctl {
     uint32_t magic;
     uint32_t conn_id;
+    uint32_t kind;       /* enum ofi_ctl_kind */
+    uint32_t frames;     /* ASLEEP: the frames of the peer's we have taken */
 };
 
 enum ofi_link_state { OFI_MEET, OFI_UP, OFI_FAILED, OFI_NSTATES };
@@ -91,6 +106,11 @@ struct fw_ofil {
     enum ofi_link_state state;
     bool have_theirs, they_have_ours, met, failure_told;
     bool up_owed;        /* the "up" message found no room yet: sent again each turn */
+    /* the wake-up protocol (see the top) */
+    uint32_t rx_frames, tx_frames; /* fabric frames taken from, given to the peer */
+    bool told_asleep;    /* the peer nudges us */
+    bool peer_asleep;    /* we nudge the peer ... */
+    bool nudge_owed;     /* ... once this visit ends */
     uint64_t peer;       /* the peer's address vector entry */
     uint64_t start_ns, next_hello_ns, timeout_ns;
     /* A peer process that stopped: the fabric cannot tell, the NIC-level
@@ -150,13 +170,33 @@ static void hello_send(struct fw_ofil *o)
     }
 }
 
+/* A frame of ours went to the fabric: a peer asleep hears of it. */
+static void frame_gone(struct fw_ofil *o)
+{
+    o->tx_frames++;
+    if (o->peer_asleep)
+        o->nudge_owed = true;
+}
+
+static bool ctl_send(struct fw_ofil *o, enum ofi_ctl_kind kind)
+{
+    struct ofi_ctl m = {.magic = OFI_HELLO_MAGIC, .conn_id = o->conn_id, .kind = kind,
+                        .frames = o->rx_frames};
+    if (fw_ofi_send(o->ofi, o->peer, &m, sizeof m, NULL, 0)) {
+        o->nudge_owed = true; /* refused: the peer may have to progress (a
+                               * connection forming) */
+        return false;
+    }
+    frame_gone(o);
+    return true;
+}
+
 /* We have the peer's name: say so over the fabric too (the hello may be
  * lost). The fabric may refuse it while its connection forms (rxm says
  * EAGAIN): owed until it goes, or until a frame of ours says the same. */
 static void up_send(struct fw_ofil *o)
 {
-    struct ofi_up m = {.magic = OFI_HELLO_MAGIC, .conn_id = o->conn_id};
-    o->up_owed = fw_ofi_send(o->ofi, o->peer, &m, sizeof m, NULL, 0) != 0;
+    o->up_owed = !ctl_send(o, OFI_CTL_UP);
 }
 
 static void meet_turn(struct fw_ofil *o, uint64_t now)
@@ -189,13 +229,86 @@ static void meet_turn(struct fw_ofil *o, uint64_t now)
         ofi_set_state(o, OFI_FAILED);
 }
 
-/* Met both ways: from now on only the fabric's completions wake a sleeper. */
+/* Met both ways: no hello times; the socket now brings nudges. */
 static void meet_done(struct fw_ofil *o)
 {
-    fw_net_unwatch(o->nic, &o->watch);
-    o->watch.fd = fw_ofi_wait_fd(o->ofi);
     atomic_store_explicit(&o->watch.due_ns, 0, memory_order_relaxed);
-    fw_net_watch(o->nic, &o->watch);
+    atomic_store_explicit(&o->watch.visit_on_arm, !o->told_asleep, memory_order_relaxed);
+}
+
+/* ---- the wake-up protocol ---------------------------------------------------------------- */
+
+static void ctl_up(struct fw_ofil *o, const struct ofi_ctl *m)
+{
+    (void)o; /* the frame itself said it (ofi_peek) */
+    (void)m;
+}
+
+static void ctl_asleep(struct fw_ofil *o, const struct ofi_ctl *m)
+{
+    o->peer_asleep = true;
+    if ((int32_t)(o->tx_frames - m->frames) > 0)
+        o->nudge_owed = true; /* frames it may have missed */
+}
+
+static void ctl_awake(struct fw_ofil *o, const struct ofi_ctl *m)
+{
+    (void)m;
+    o->peer_asleep = false;
+}
+
+static void (*const ofi_ctl_ops[OFI_CTL_NKINDS])(struct fw_ofil *, const struct ofi_ctl *) = {
+    [OFI_CTL_UP] = ctl_up,
+    [OFI_CTL_ASLEEP] = ctl_asleep,
+    [OFI_CTL_AWAKE] = ctl_awake,
+};
+
+static void nudge(struct fw_ofil *o)
+{
+    uint8_t b = 0;
+    o->nudge_owed = false;
+    /* lost (the peer's socket full of nudges it has not read yet): it
+     * will read them, and look */
+    if (send(o->sock, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+    }
+}
+
+static void nudges_drain(struct fw_ofil *o)
+{
+    uint8_t b[128];
+    while (recv(o->sock, b, sizeof b, MSG_DONTWAIT) > 0) {
+    }
+}
+
+static bool dozing(struct fw_ofil *o)
+{
+    return atomic_load_explicit(&o->nic->ev->sleepers, memory_order_acquire) ||
+           fw_net_armed(o->nic);
+}
+
+/* ASLEEP or AWAKE could not go yet. */
+static bool doze_owed(struct fw_ofil *o)
+{
+    return dozing(o) != o->told_asleep;
+}
+
+/* Tell the peer whether to nudge us: yes while a thread of ours is about
+ * to sleep (it announced itself before this, its last look) or the waker
+ * watches (nobody polls). A refused frame is tried again next turn. */
+static void doze_turn(struct fw_ofil *o)
+{
+    bool dozing_now = dozing(o);
+    if (getenv("DBGW") && dozing_now != o->told_asleep) fprintf(stderr, "DBG %d dozing %d told %d sleepers %u armed %d rx %u tx %u peer_asleep %d\n", getpid(), dozing_now, o->told_asleep, (unsigned)atomic_load(&o->nic->ev->sleepers), fw_net_armed(o->nic), o->rx_frames, o->tx_frames, o->peer_asleep);
+    if (dozing_now && !o->told_asleep && ctl_send(o, OFI_CTL_ASLEEP)) {
+        o->told_asleep = true;
+        /* the peer may be asleep too, its ASLEEP still on its way to us:
+         * it looks, and finds ours (and whatever it owes us) */
+        o->nudge_owed = true;
+    } else if (!dozing_now && o->told_asleep && ctl_send(o, OFI_CTL_AWAKE)) {
+        o->told_asleep = false;
+    }
+    if (o->met)
+        atomic_store_explicit(&o->watch.visit_on_arm, !o->told_asleep, memory_order_relaxed);
 }
 
 /* ---- UP: the link operations ----------------------------------------------------------- */
@@ -205,8 +318,10 @@ static void flush_unsent(struct fw_ofil *o)
     while (o->nunsent) {
         unsigned i = o->unsent_head;
         int rc = fw_ofi_slot_send(o->ofi, o->peer, o->unsent[i], o->unsent_len[i]);
-        if (rc == -EAGAIN)
+        if (rc == -EAGAIN) {
+            o->nudge_owed = true; /* as ctl_send's */
             return;
+        }
         if (rc) {
             ofi_set_state(o, OFI_FAILED);
             return;
@@ -258,6 +373,7 @@ static void ofi_publish(struct fw_link *l, struct via_wire_hdr *h)
         }
     }
     /* the provider is busy: in order after what waits already */
+    o->nudge_owed = true; /* as ctl_send's */
     unsigned t = (o->unsent_head + o->nunsent++) % FW_OFI_NSEND;
     o->unsent[t] = slot;
     o->unsent_len[t] = len;
@@ -269,6 +385,10 @@ static bool ofi_progress(struct fw_ofil *o)
     if (o->polled)
         return true;
     o->polled = true;
+    /* Nudges are read before the fabric is looked at: one that comes after
+     * stays, and wakes us (unread, the socket would fill and lose them). */
+    if (o->told_asleep)
+        nudges_drain(o);
     struct fw_ofi_rx none[1];
     if (fw_ofi_recv(o->ofi, none, 0) < 0) {
         ofi_set_state(o, OFI_FAILED);
@@ -295,12 +415,14 @@ static enum fw_link_peek_rc ofi_peek(struct fw_link *l, struct via_wire_hdr *h,
         }
         o->heard_ns = hal_now_ns(); /* the peer's NIC runs */
         o->they_have_ours = true; /* it could not have sent this otherwise */
-        struct ofi_up up;
-        if (o->cur.len == sizeof up) {
-            memcpy(&up, o->cur.data, sizeof up);
-            if (up.magic == OFI_HELLO_MAGIC && up.conn_id == o->conn_id) {
+        o->rx_frames++;
+        struct ofi_ctl m;
+        if (o->cur.len == sizeof m) {
+            memcpy(&m, o->cur.data, sizeof m);
+            if (m.magic == OFI_HELLO_MAGIC && m.conn_id == o->conn_id && m.kind < OFI_CTL_NKINDS) {
                 fw_ofi_repost(o->ofi, &o->cur);
-                continue; /* said nothing the frame itself did not */
+                ofi_ctl_ops[m.kind](o, &m);
+                continue;
             }
         }
         o->have_cur = true;
@@ -402,19 +524,14 @@ static void up_turn(struct fw_ofil *o, bool awaiting, uint64_t now)
         ofi_set_state(o, OFI_FAILED); /* the peer takes nothing */
         return;
     }
+    doze_turn(o);
     if (!o->met)
         return; /* the hello times drive it */
     uint64_t due = 0;
-    if (o->await_ns || o->nunsent || fw_ofi_sends_pending(o->ofi) || now < o->drive_until)
+    if (o->await_ns || o->nunsent || fw_ofi_sends_pending(o->ofi) || now < o->drive_until ||
+        o->up_owed || doze_owed(o))
         due = now + OFI_DRIVE_NS;
-    /* libfabric's rule for sleeping on its wait descriptor: trywait after
-     * progress (it re-arms the descriptor). Work still there: at once.
-     * It costs system calls, so only when a thread of ours is about to
-     * sleep: it announced itself (sleepers) before this, its last look. */
-    if (!o->have_cur &&
-        atomic_load_explicit(&o->nic->ev->sleepers, memory_order_acquire) &&
-        !fw_ofi_trywait(o->ofi))
-        due = now;
+    if (getenv("DBGW")) fprintf(stderr, "DBGU %d t=%llu due_in=%lld told %d polled %d rx %u tx %u held %u\n", getpid(), (unsigned long long)(now/1000000)%100000, due ? (long long)(due-now)/1000 : -1LL, o->told_asleep, o->polled, o->rx_frames, o->tx_frames, fw_ofi_frames_held(o->ofi));
     atomic_store_explicit(&o->watch.due_ns, due, memory_order_relaxed);
 }
 
@@ -422,6 +539,7 @@ static uint64_t ofi_turn(struct fw_link *l)
 {
     struct fw_ofil *o = l->ofi;
     uint64_t now = hal_now_ns();
+    { static uint64_t last; if (getenv("DBGW") && now - last > 300000000ull) { last = now; fprintf(stderr, "DBGT %d state %d theirs %d ours %d met %d upowed %d\n", getpid(), o->state, o->have_theirs, o->they_have_ours, o->met, o->up_owed); } }
     bool meeting = !o->met;
     if (meeting && o->state != OFI_FAILED) {
         /* they_have_ours may have come as a fabric message (ofi_peek) */
@@ -440,6 +558,8 @@ static uint64_t ofi_turn(struct fw_link *l)
     if (o->state == OFI_UP)
         up_turn(o, l->awaiting_answer, now);
     o->polled = false; /* the visit ends */
+    if (o->nudge_owed)
+        nudge(o);
     if (o->state == OFI_FAILED) {
         if (o->failure_told)
             return 0;

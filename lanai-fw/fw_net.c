@@ -266,17 +266,26 @@ struct waker_arg {
     struct fw_nic *nic;
 };
 
-/* Watch the sockets (arm) or stop watching them. */
-static void waker_arm(struct fw_waker *w, bool on)
+/* Watch the sockets (arm) or stop watching them. Arming visits the VIs
+ * that asked (visit_on_arm). */
+static void waker_arm(struct fw_waker *w, struct fw_nic *nic, bool on)
 {
     pthread_mutex_lock(&w->lock);
+    atomic_store_explicit(&w->armed, on, memory_order_release);
     for (struct fw_watch *u = w->links; u; u = u->next) {
         struct epoll_event e = {.events = on ? EPOLLIN | EPOLLET : 0, .data.u32 = u->vi_id};
         if (u->fd >= 0)
             epoll_ctl(w->ep, EPOLL_CTL_MOD, u->fd, &e);
+        if (on && atomic_load_explicit(&u->visit_on_arm, memory_order_relaxed))
+            fw_notify(nic->ev, u->vi_id);
     }
-    w->armed = on;
     pthread_mutex_unlock(&w->lock);
+}
+
+bool fw_net_armed(struct fw_nic *nic)
+{
+    struct fw_waker *w = atomic_load_explicit(&nic->waker, memory_order_acquire);
+    return w && atomic_load_explicit(&w->armed, memory_order_acquire);
 }
 
 static void *waker_main(void *arg)
@@ -291,7 +300,7 @@ static void *waker_main(void *arg)
                       !atomic_load_explicit(&a.nic->ev->sleepers, memory_order_acquire);
         polls_seen = polls;
         if (polled == atomic_load(&a.w->armed))
-            waker_arm(a.w, !polled);
+            waker_arm(a.w, a.nic, !polled);
         uint64_t next = waker_timers(a.w, a.nic);
         int ms = polled ? FW_NET_DOZE_MS : FW_NET_TICK_MS;
         if (next) {

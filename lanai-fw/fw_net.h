@@ -49,12 +49,15 @@ struct fw_rtx_slot {
 
 /* What the waker watches for one VI of a network link: a descriptor that
  * turns readable when something arrives, and a time to visit the VI at.
- * due_ns is the link's to set (0: never); fd and vi_id are fixed while
- * watched; next is the waker's (under its lock). */
+ * due_ns is the link's to set (0: never); visit_on_arm too: the VI wants a
+ * visit when the waker starts watching (nobody polls any more), to tell
+ * its peer how to wake it (the libfabric link). fd and vi_id are fixed
+ * while watched; next is the waker's (under its lock). */
 struct fw_watch {
     int fd;
     uint32_t vi_id;
     _Atomic uint64_t due_ns;
+    _Atomic bool visit_on_arm;
     struct fw_watch *next;
 };
 
@@ -108,6 +111,8 @@ unsigned fw_net_recv(struct fw_udp *u, uint32_t *len);
  * then sets the VI's arrival bit and wakes its sleepers (fw_notify). */
 bool fw_net_watch(struct fw_nic *nic, struct fw_watch *w);
 void fw_net_unwatch(struct fw_nic *nic, struct fw_watch *w);
+/* Is the waker watching the sockets (nobody polls, or a thread sleeps)? */
+bool fw_net_armed(struct fw_nic *nic);
 /* Somebody will sleep on the NIC's event page: the waker must watch the
  * sockets (it stops while host threads poll). One eventfd write, and only
  * when it does not watch them. */

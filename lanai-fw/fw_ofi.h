@@ -74,11 +74,6 @@ int fw_ofi_take(struct fw_ofi *o, struct fw_ofi_rx *rx, int max);
 /* Hand a received slot back to the fabric. */
 int fw_ofi_repost(struct fw_ofi *o, const struct fw_ofi_rx *rx);
 
-/* Sleeping until a frame may have come: block in poll on fw_ofi_wait_fd
- * only after fw_ofi_trywait said yes (libfabric's rule: it may have work
- * to do first, which the next fw_ofi_recv does). -1: no wait fd; poll. */
-int fw_ofi_wait_fd(const struct fw_ofi *o);
-bool fw_ofi_trywait(struct fw_ofi *o);
 
 /* Received frames reaped but not yet handed out by fw_ofi_recv. */
 unsigned fw_ofi_frames_held(const struct fw_ofi *o);

@@ -257,41 +257,6 @@ static void test_ofi_stream_in_order(void)
     CU_ASSERT_EQUAL(pair_stop(&p), 0);
 }
 
-/* A receiver asleep on the wait fd (after fw_ofi_trywait) is woken by a
- * frame: the peer echoes while we sleep in poll with no timeout but the
- * test's bound, so a missed wake-up fails instead of spinning. */
-static void test_ofi_sleeper_woken(void)
-{
-    struct pair p;
-    CU_ASSERT_EQUAL_FATAL(pair_start(&p), 0);
-    int fd = fw_ofi_wait_fd(p.o);
-    CU_ASSERT_FATAL(fd >= 0);
-    uint8_t buf[64];
-    int woken = 0, slept = 0;
-    double deadline = now_s() + BOUND_S;
-    for (uint32_t seq = 0; seq < 50; seq++) {
-        fill(buf, 60, seq);
-        CU_ASSERT_EQUAL_FATAL(send_frame(p.o, p.peer, buf, 60, deadline), 0);
-        struct fw_ofi_rx rx;
-        int n = 0;
-        while ((n = fw_ofi_recv(p.o, &rx, 1)) == 0 && now_s() < deadline) {
-            if (!fw_ofi_trywait(p.o))
-                continue; /* work to do first */
-            slept++;
-            struct pollfd pfd = {.fd = fd, .events = POLLIN};
-            if (poll(&pfd, 1, 10000) == 1)
-                woken++;
-        }
-        CU_ASSERT_EQUAL_FATAL(n, 1);
-        CU_ASSERT_EQUAL(check(rx.data, rx.len, seq), 0);
-        fw_ofi_repost(p.o, &rx);
-    }
-    /* each sleep ended by a frame (or other CQ work), never by the 10 s bound */
-    CU_ASSERT(slept > 0);
-    CU_ASSERT_EQUAL(woken, slept);
-    CU_ASSERT_EQUAL(pair_stop(&p), 0);
-}
-
 /* Too big for the endpoint: refused, nothing sent; bad arguments too. */
 static void test_ofi_refusals(void)
 {
@@ -357,7 +322,6 @@ int main(int argc, char **argv)
         TL_TEST(test_ofi_refusals),
         TL_TEST(test_ofi_pingpong),
         TL_TEST(test_ofi_stream_in_order),
-        TL_TEST(test_ofi_sleeper_woken),
         TL_TEST(test_ofi_unknown_provider),
         TL_END,
     };
