@@ -65,6 +65,7 @@
 #define OFI_DRIVE_NS 1000000ull        /* progress while ours may be on its way: 1 ms */
 #define OFI_DRIVE_AFTER_NS 20000000ull /* ... for 20 ms after a publish */
 #define OFI_MEET_TIMEOUTS 4u
+#define OFI_LOOK_NS 20000000ull /* after a nudge that found nothing */
 /* Payload bytes a frame carries (the link's MTU, fw_link_ops.mtu): every
  * frame costs a provider message, a completion, a repost and the NIC's turn
  * around them, so this link carries four times VIA_MTU a frame (1 MiB
@@ -111,6 +112,12 @@ struct fw_ofil {
     bool told_asleep;    /* the peer nudges us */
     bool peer_asleep;    /* we nudge the peer ... */
     bool nudge_owed;     /* ... once this visit ends */
+    /* A nudge may come before the frame it announces (rxm holds a frame
+     * sent while its connection forms; on a real network a datagram can
+     * overtake the fabric): one that found nothing has us look every
+     * OFI_DRIVE_NS until a frame comes, for OFI_LOOK_NS at most. */
+    bool nudged;
+    uint64_t look_until;
     uint64_t peer;       /* the peer's address vector entry */
     uint64_t start_ns, next_hello_ns, timeout_ns;
     /* A peer process that stopped: the fabric cannot tell, the NIC-level
@@ -173,6 +180,7 @@ static void hello_send(struct fw_ofil *o)
 /* A frame of ours went to the fabric: a peer asleep hears of it. */
 static void frame_gone(struct fw_ofil *o)
 {
+    if (getenv("DBGW")) fprintf(stderr, "DBGS %d c%u sent #%u peer_asleep %d\n", getpid(), o->conn_id, o->tx_frames + 1, o->peer_asleep);
     o->tx_frames++;
     if (o->peer_asleep)
         o->nudge_owed = true;
@@ -246,6 +254,7 @@ static void ctl_up(struct fw_ofil *o, const struct ofi_ctl *m)
 
 static void ctl_asleep(struct fw_ofil *o, const struct ofi_ctl *m)
 {
+    if (getenv("DBGW")) fprintf(stderr, "DBGC %d c%u got ASLEEP(%u) my tx %u\n", getpid(), o->conn_id, m->frames, o->tx_frames);
     o->peer_asleep = true;
     if ((int32_t)(o->tx_frames - m->frames) > 0)
         o->nudge_owed = true; /* frames it may have missed */
@@ -253,6 +262,7 @@ static void ctl_asleep(struct fw_ofil *o, const struct ofi_ctl *m)
 
 static void ctl_awake(struct fw_ofil *o, const struct ofi_ctl *m)
 {
+    if (getenv("DBGW")) fprintf(stderr, "DBGC %d c%u got AWAKE\n", getpid(), o->conn_id);
     (void)m;
     o->peer_asleep = false;
 }
@@ -267,17 +277,21 @@ static void nudge(struct fw_ofil *o)
 {
     uint8_t b = 0;
     o->nudge_owed = false;
+    if (getenv("DBGW")) fprintf(stderr, "DBGN %d c%u nudge tx %u\n", getpid(), o->conn_id, o->tx_frames);
     /* lost (the peer's socket full of nudges it has not read yet): it
      * will read them, and look */
     if (send(o->sock, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
     }
 }
 
-static void nudges_drain(struct fw_ofil *o)
+/* Read the nudges that came: whether there were any. */
+static bool nudges_drain(struct fw_ofil *o)
 {
     uint8_t b[128];
-    while (recv(o->sock, b, sizeof b, MSG_DONTWAIT) > 0) {
-    }
+    bool any = false;
+    while (recv(o->sock, b, sizeof b, MSG_DONTWAIT) > 0)
+        any = true;
+    return any;
 }
 
 static bool dozing(struct fw_ofil *o)
@@ -298,7 +312,7 @@ static bool doze_owed(struct fw_ofil *o)
 static void doze_turn(struct fw_ofil *o)
 {
     bool dozing_now = dozing(o);
-    if (getenv("DBGW") && dozing_now != o->told_asleep) fprintf(stderr, "DBG %d dozing %d told %d sleepers %u armed %d rx %u tx %u peer_asleep %d\n", getpid(), dozing_now, o->told_asleep, (unsigned)atomic_load(&o->nic->ev->sleepers), fw_net_armed(o->nic), o->rx_frames, o->tx_frames, o->peer_asleep);
+    if (dozing_now != o->told_asleep && getenv("DBGW")) fprintf(stderr, "DBGD %d c%u dozing %d rx %u\n", getpid(), o->conn_id, dozing_now, o->rx_frames);
     if (dozing_now && !o->told_asleep && ctl_send(o, OFI_CTL_ASLEEP)) {
         o->told_asleep = true;
         /* the peer may be asleep too, its ASLEEP still on its way to us:
@@ -387,8 +401,8 @@ static bool ofi_progress(struct fw_ofil *o)
     o->polled = true;
     /* Nudges are read before the fabric is looked at: one that comes after
      * stays, and wakes us (unread, the socket would fill and lose them). */
-    if (o->told_asleep)
-        nudges_drain(o);
+    if (o->told_asleep && nudges_drain(o))
+        o->nudged = true; /* until a frame comes (ofi_peek) */
     struct fw_ofi_rx none[1];
     if (fw_ofi_recv(o->ofi, none, 0) < 0) {
         ofi_set_state(o, OFI_FAILED);
@@ -414,8 +428,11 @@ static enum fw_link_peek_rc ofi_peek(struct fw_link *l, struct via_wire_hdr *h,
             continue;
         }
         o->heard_ns = hal_now_ns(); /* the peer's NIC runs */
+        o->nudged = false;
+        o->look_until = 0;
         o->they_have_ours = true; /* it could not have sent this otherwise */
         o->rx_frames++;
+        if (getenv("DBGW")) fprintf(stderr, "DBGR %d c%u took #%u told %d\n", getpid(), o->conn_id, o->rx_frames, o->told_asleep);
         struct ofi_ctl m;
         if (o->cur.len == sizeof m) {
             memcpy(&m, o->cur.data, sizeof m);
@@ -525,13 +542,16 @@ static void up_turn(struct fw_ofil *o, bool awaiting, uint64_t now)
         return;
     }
     doze_turn(o);
+    if (o->nudged) {
+        o->nudged = false;
+        o->look_until = now + OFI_LOOK_NS;
+    }
     if (!o->met)
         return; /* the hello times drive it */
     uint64_t due = 0;
     if (o->await_ns || o->nunsent || fw_ofi_sends_pending(o->ofi) || now < o->drive_until ||
-        o->up_owed || doze_owed(o))
+        o->up_owed || doze_owed(o) || now < o->look_until)
         due = now + OFI_DRIVE_NS;
-    if (getenv("DBGW")) fprintf(stderr, "DBGU %d t=%llu due_in=%lld told %d polled %d rx %u tx %u held %u\n", getpid(), (unsigned long long)(now/1000000)%100000, due ? (long long)(due-now)/1000 : -1LL, o->told_asleep, o->polled, o->rx_frames, o->tx_frames, fw_ofi_frames_held(o->ofi));
     atomic_store_explicit(&o->watch.due_ns, due, memory_order_relaxed);
 }
 
@@ -539,7 +559,6 @@ static uint64_t ofi_turn(struct fw_link *l)
 {
     struct fw_ofil *o = l->ofi;
     uint64_t now = hal_now_ns();
-    { static uint64_t last; if (getenv("DBGW") && now - last > 300000000ull) { last = now; fprintf(stderr, "DBGT %d state %d theirs %d ours %d met %d upowed %d\n", getpid(), o->state, o->have_theirs, o->they_have_ours, o->met, o->up_owed); } }
     bool meeting = !o->met;
     if (meeting && o->state != OFI_FAILED) {
         /* they_have_ours may have come as a fabric message (ofi_peek) */
