@@ -550,7 +550,8 @@ static void up_turn(struct fw_ofil *o, bool awaiting, uint64_t now)
         return; /* the hello times drive it */
     uint64_t due = 0;
     if (o->await_ns || o->nunsent || fw_ofi_sends_pending(o->ofi) || now < o->drive_until ||
-        o->up_owed || doze_owed(o) || now < o->look_until)
+        o->up_owed || doze_owed(o) || now < o->look_until ||
+        !o->rx_frames) /* rxm connects only while both ends progress */
         due = now + OFI_DRIVE_NS;
     atomic_store_explicit(&o->watch.due_ns, due, memory_order_relaxed);
 }
