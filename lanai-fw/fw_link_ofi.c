@@ -342,6 +342,7 @@ static void flush_unsent(struct fw_ofil *o)
         }
         o->unsent_head = (i + 1) % FW_OFI_NSEND;
         o->nunsent--;
+        frame_gone(o);
     }
 }
 
@@ -378,8 +379,10 @@ static void ofi_publish(struct fw_link *l, struct via_wire_hdr *h)
     o->res_slot = -1;
     if (!o->nunsent) {
         int rc = fw_ofi_slot_send(o->ofi, o->peer, slot, len);
-        if (rc == 0)
+        if (rc == 0) {
+            frame_gone(o);
             return;
+        }
         if (rc != -EAGAIN) {
             fw_ofi_slot_drop(o->ofi, slot);
             ofi_set_state(o, OFI_FAILED);
