@@ -150,6 +150,21 @@ struct fw_ofil {
     bool have_cur;
 };
 
+/* DBGW=1: a line on stderr for each step of the wake-up protocol (frames
+ * given and taken, ASLEEP/AWAKE, nudges). Read once: a frame must not pay
+ * for a scan of the environment. */
+static bool dbgw(void)
+{
+    static _Atomic int on = -1;
+    int v = atomic_load_explicit(&on, memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv("DBGW");
+        v = e && *e && *e != '0';
+        atomic_store_explicit(&on, v, memory_order_relaxed);
+    }
+    return v;
+}
+
 static void ofi_set_state(struct fw_ofil *o, enum ofi_link_state s)
 {
     if (o->state == s)
@@ -180,7 +195,7 @@ static void hello_send(struct fw_ofil *o)
 /* A frame of ours went to the fabric: a peer asleep hears of it. */
 static void frame_gone(struct fw_ofil *o)
 {
-    if (getenv("DBGW")) fprintf(stderr, "DBGS %d c%u sent #%u peer_asleep %d\n", getpid(), o->conn_id, o->tx_frames + 1, o->peer_asleep);
+    if (dbgw()) fprintf(stderr, "DBGS %d c%u sent #%u peer_asleep %d\n", getpid(), o->conn_id, o->tx_frames + 1, o->peer_asleep);
     o->tx_frames++;
     if (o->peer_asleep)
         o->nudge_owed = true;
@@ -254,7 +269,7 @@ static void ctl_up(struct fw_ofil *o, const struct ofi_ctl *m)
 
 static void ctl_asleep(struct fw_ofil *o, const struct ofi_ctl *m)
 {
-    if (getenv("DBGW")) fprintf(stderr, "DBGC %d c%u got ASLEEP(%u) my tx %u\n", getpid(), o->conn_id, m->frames, o->tx_frames);
+    if (dbgw()) fprintf(stderr, "DBGC %d c%u got ASLEEP(%u) my tx %u\n", getpid(), o->conn_id, m->frames, o->tx_frames);
     o->peer_asleep = true;
     if ((int32_t)(o->tx_frames - m->frames) > 0)
         o->nudge_owed = true; /* frames it may have missed */
@@ -262,7 +277,7 @@ static void ctl_asleep(struct fw_ofil *o, const struct ofi_ctl *m)
 
 static void ctl_awake(struct fw_ofil *o, const struct ofi_ctl *m)
 {
-    if (getenv("DBGW")) fprintf(stderr, "DBGC %d c%u got AWAKE\n", getpid(), o->conn_id);
+    if (dbgw()) fprintf(stderr, "DBGC %d c%u got AWAKE\n", getpid(), o->conn_id);
     (void)m;
     o->peer_asleep = false;
 }
@@ -277,7 +292,7 @@ static void nudge(struct fw_ofil *o)
 {
     uint8_t b = 0;
     o->nudge_owed = false;
-    if (getenv("DBGW")) fprintf(stderr, "DBGN %d c%u nudge tx %u\n", getpid(), o->conn_id, o->tx_frames);
+    if (dbgw()) fprintf(stderr, "DBGN %d c%u nudge tx %u\n", getpid(), o->conn_id, o->tx_frames);
     /* lost (the peer's socket full of nudges it has not read yet): it
      * will read them, and look */
     if (send(o->sock, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
@@ -312,7 +327,7 @@ static bool doze_owed(struct fw_ofil *o)
 static void doze_turn(struct fw_ofil *o)
 {
     bool dozing_now = dozing(o);
-    if (dozing_now != o->told_asleep && getenv("DBGW")) fprintf(stderr, "DBGD %d c%u dozing %d rx %u\n", getpid(), o->conn_id, dozing_now, o->rx_frames);
+    if (dozing_now != o->told_asleep && dbgw()) fprintf(stderr, "DBGD %d c%u dozing %d rx %u\n", getpid(), o->conn_id, dozing_now, o->rx_frames);
     if (dozing_now && !o->told_asleep && ctl_send(o, OFI_CTL_ASLEEP)) {
         o->told_asleep = true;
         /* the peer may be asleep too, its ASLEEP still on its way to us:
@@ -435,7 +450,7 @@ static enum fw_link_peek_rc ofi_peek(struct fw_link *l, struct via_wire_hdr *h,
         o->look_until = 0;
         o->they_have_ours = true; /* it could not have sent this otherwise */
         o->rx_frames++;
-        if (getenv("DBGW")) fprintf(stderr, "DBGR %d c%u took #%u told %d\n", getpid(), o->conn_id, o->rx_frames, o->told_asleep);
+        if (dbgw()) fprintf(stderr, "DBGR %d c%u took #%u told %d\n", getpid(), o->conn_id, o->rx_frames, o->told_asleep);
         struct ofi_ctl m;
         if (o->cur.len == sizeof m) {
             memcpy(&m, o->cur.data, sizeof m);
