@@ -473,6 +473,72 @@ static void test_sleeping_receiver_woken(void)
     k_pair("sleeper", VIP_SERVICE_RELIABLE_DELIVERY, sl_receiver, sl_sender, 'a');
 }
 
+/* ---- a ping-pong whose every wait sleeps ---------------------------------------------- */
+
+/* Both ends sleep in every wait (VIP_WAIT_SPIN_US=0): each message must
+ * wake a peer asleep, through the link's own means. A missed wake-up is
+ * caught only by vipl_wait's one-second look, or by a link's timer: the
+ * round trips take 20-60 us each when woken, so SP_ROUNDS of them in
+ * under SP_BOUND_MS leaves about 3 ms a round trip for a loaded machine. */
+#define SP_ROUNDS 300u
+#define SP_BOUND_MS 1000u
+
+static int sp_echo(void *arg)
+{
+    struct tl_nic t;
+    struct tl_buf b;
+    setenv("VIP_WAIT_SPIN_US", "0", 1);
+    VIP_VI_HANDLE vi = k_end(arg, 1, 4, 2, &t, &b);
+    for (unsigned n = 0; n < SP_ROUNDS; n++) {
+        VIP_DESCRIPTOR *d, *x, *s = (VIP_DESCRIPTOR *)(b.p + (2 + n % 2) * KSLOT);
+        TC_RC(VipRecvWait(vi, 20000, &d), VIP_SUCCESS);
+        TC_CHECK(!(d->CS.Status & VIP_STATUS_ERROR_MASK));
+        tl_desc_1(d, (uint8_t *)d + 128, 256, b.mh);
+        TC_RC(VipPostRecv(vi, d, b.mh), VIP_SUCCESS);
+        tl_desc_1(s, (uint8_t *)s + 128, 4, b.mh);
+        TC_RC(VipPostSend(vi, s, b.mh), VIP_SUCCESS);
+        TC_RC(VipSendWait(vi, 20000, &x), VIP_SUCCESS);
+        TC_CHECK(!(x->CS.Status & VIP_STATUS_ERROR_MASK));
+    }
+    tl_end(&t, vi, &b);
+    return 0;
+}
+
+static int sp_ping(void *arg)
+{
+    struct tl_nic t;
+    struct tl_buf b;
+    setenv("VIP_WAIT_SPIN_US", "0", 1);
+    VIP_VI_HANDLE vi = k_end(arg, 0, 4, 2, &t, &b);
+    uint64_t t0 = tl_now_ms(), worst = 0;
+    for (unsigned n = 0; n < SP_ROUNDS; n++) {
+        VIP_DESCRIPTOR *d, *s = (VIP_DESCRIPTOR *)(b.p + (2 + n % 2) * KSLOT);
+        uint64_t r0 = tl_now_ms();
+        tl_desc_1(s, (uint8_t *)s + 128, 4, b.mh);
+        TC_RC(VipPostSend(vi, s, b.mh), VIP_SUCCESS);
+        TC_RC(VipSendWait(vi, 20000, &d), VIP_SUCCESS);
+        TC_CHECK(!(d->CS.Status & VIP_STATUS_ERROR_MASK));
+        TC_RC(VipRecvWait(vi, 20000, &d), VIP_SUCCESS);
+        TC_CHECK(!(d->CS.Status & VIP_STATUS_ERROR_MASK));
+        tl_desc_1(d, (uint8_t *)d + 128, 256, b.mh);
+        TC_RC(VipPostRecv(vi, d, b.mh), VIP_SUCCESS);
+        if (tl_now_ms() - r0 > worst)
+            worst = tl_now_ms() - r0;
+    }
+    uint64_t took = tl_now_ms() - t0;
+    if (!tl_under_valgrind() && took >= SP_BOUND_MS)
+        tl_child_fail(__FILE__, __LINE__,
+                      "%u round trips, every wait asleep, took %llu ms (the slowest %llu ms)",
+                      SP_ROUNDS, (unsigned long long)took, (unsigned long long)worst);
+    tl_end(&t, vi, &b);
+    return 0;
+}
+
+static void test_sleeping_pingpong_woken(void)
+{
+    k_pair("sleepp", VIP_SERVICE_RELIABLE_DELIVERY, sp_echo, sp_ping, 0);
+}
+
 enum kill_how { KILL_VIPD, STOP_VIPD, STOP_PEER };
 
 static void peer_goes(enum kill_how how)
@@ -553,6 +619,7 @@ static const struct tl_test tests[] = {
     TL_TEST(test_three_hosts),
     TL_TEST(test_one_way_outlasts_link_timeout),
     TL_TEST(test_sleeping_receiver_woken),
+    TL_TEST(test_sleeping_pingpong_woken),
     TL_TEST(test_peer_vipd_killed_mid_stream),
     TL_TEST(test_peer_vipd_hangs_heartbeat),
     TL_TEST(test_peer_process_hangs_transport_timeout),
