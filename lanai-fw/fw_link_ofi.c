@@ -39,14 +39,23 @@
  * far; the peer then "nudges" us, a datagram on the meeting's UDP socket,
  * which the waker watches, after every visit in which it sent us a frame,
  * and at once if it had sent more than n (frames that may have passed our
- * last look). Once we poll again, AWAKE stops it. Frames of one peer are
- * in order, so the count cannot be fooled. The waker visits a VI when it
- * starts watching (visit_on_arm) unless the peer already knows.
+ * last look). Once we poll again, AWAKE stops it. Every frame counts,
+ * packets and control frames alike (frame_gone, and rx_frames in the
+ * peek); frames of one peer are in order, so the count cannot be fooled.
+ * The waker visits a VI when it starts watching (visit_on_arm) unless the
+ * peer already knows. A nudge can come before its frame (rxm holds a frame
+ * sent while its connection forms; on a real network a datagram may
+ * overtake the fabric): one that found nothing has us look every
+ * OFI_DRIVE_NS for OFI_LOOK_NS, and until the peer's first frame we look
+ * every OFI_DRIVE_NS anyway (rxm connects only while both ends progress).
+ * Sending ASLEEP also nudges: the peer may be asleep too, its own ASLEEP
+ * still on the way.
  *
  * Control frames (ASLEEP, AWAKE, UP: "I have your name") are struct
  * ofi_ctl, shorter than any packet, and dispatched through ofi_ctl_ops.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,19 +159,31 @@ struct fw_ofil {
     bool have_cur;
 };
 
-/* DBGW=1: a line on stderr for each step of the wake-up protocol (frames
- * given and taken, ASLEEP/AWAKE, nudges). Read once: a frame must not pay
- * for a scan of the environment. */
-static bool dbgw(void)
+/* VIP_NET_TRACE=1: a line on stderr for each step of the wake-up protocol
+ * (frames given and taken, ASLEEP and AWAKE, nudges); how its stalls were
+ * found. Read once: a frame must not pay for a scan of the environment. */
+static bool wake_tracing(void)
 {
     static _Atomic int on = -1;
     int v = atomic_load_explicit(&on, memory_order_relaxed);
     if (v < 0) {
-        const char *e = getenv("DBGW");
+        const char *e = getenv("VIP_NET_TRACE");
         v = e && *e && *e != '0';
         atomic_store_explicit(&on, v, memory_order_relaxed);
     }
     return v;
+}
+
+__attribute__((format(printf, 2, 3))) static void wake_trace(const struct fw_ofil *o,
+                                                             const char *fmt, ...)
+{
+    char line[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "vipl: libfabric link of connection %u (pid %d): %s\n", o->conn_id,
+            (int)getpid(), line);
 }
 
 static void ofi_set_state(struct fw_ofil *o, enum ofi_link_state s)
@@ -195,7 +216,8 @@ static void hello_send(struct fw_ofil *o)
 /* A frame of ours went to the fabric: a peer asleep hears of it. */
 static void frame_gone(struct fw_ofil *o)
 {
-    if (dbgw()) fprintf(stderr, "DBGS %d c%u sent #%u peer_asleep %d\n", getpid(), o->conn_id, o->tx_frames + 1, o->peer_asleep);
+    if (wake_tracing())
+        wake_trace(o, "gave frame %u (peer asleep: %d)", o->tx_frames + 1, o->peer_asleep);
     o->tx_frames++;
     if (o->peer_asleep)
         o->nudge_owed = true;
@@ -269,7 +291,8 @@ static void ctl_up(struct fw_ofil *o, const struct ofi_ctl *m)
 
 static void ctl_asleep(struct fw_ofil *o, const struct ofi_ctl *m)
 {
-    if (dbgw()) fprintf(stderr, "DBGC %d c%u got ASLEEP(%u) my tx %u\n", getpid(), o->conn_id, m->frames, o->tx_frames);
+    if (wake_tracing())
+        wake_trace(o, "ASLEEP(%u), we gave %u", m->frames, o->tx_frames);
     o->peer_asleep = true;
     if ((int32_t)(o->tx_frames - m->frames) > 0)
         o->nudge_owed = true; /* frames it may have missed */
@@ -277,7 +300,8 @@ static void ctl_asleep(struct fw_ofil *o, const struct ofi_ctl *m)
 
 static void ctl_awake(struct fw_ofil *o, const struct ofi_ctl *m)
 {
-    if (dbgw()) fprintf(stderr, "DBGC %d c%u got AWAKE\n", getpid(), o->conn_id);
+    if (wake_tracing())
+        wake_trace(o, "AWAKE");
     (void)m;
     o->peer_asleep = false;
 }
@@ -292,7 +316,8 @@ static void nudge(struct fw_ofil *o)
 {
     uint8_t b = 0;
     o->nudge_owed = false;
-    if (dbgw()) fprintf(stderr, "DBGN %d c%u nudge tx %u\n", getpid(), o->conn_id, o->tx_frames);
+    if (wake_tracing())
+        wake_trace(o, "nudge (we gave %u)", o->tx_frames);
     /* lost (the peer's socket full of nudges it has not read yet): it
      * will read them, and look */
     if (send(o->sock, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
@@ -327,7 +352,8 @@ static bool doze_owed(struct fw_ofil *o)
 static void doze_turn(struct fw_ofil *o)
 {
     bool dozing_now = dozing(o);
-    if (dozing_now != o->told_asleep && dbgw()) fprintf(stderr, "DBGD %d c%u dozing %d rx %u\n", getpid(), o->conn_id, dozing_now, o->rx_frames);
+    if (dozing_now != o->told_asleep && wake_tracing())
+        wake_trace(o, "%s (took %u)", dozing_now ? "dozing" : "awake", o->rx_frames);
     if (dozing_now && !o->told_asleep && ctl_send(o, OFI_CTL_ASLEEP)) {
         o->told_asleep = true;
         /* the peer may be asleep too, its ASLEEP still on its way to us:
@@ -450,7 +476,8 @@ static enum fw_link_peek_rc ofi_peek(struct fw_link *l, struct via_wire_hdr *h,
         o->look_until = 0;
         o->they_have_ours = true; /* it could not have sent this otherwise */
         o->rx_frames++;
-        if (dbgw()) fprintf(stderr, "DBGR %d c%u took #%u told %d\n", getpid(), o->conn_id, o->rx_frames, o->told_asleep);
+        if (wake_tracing())
+            wake_trace(o, "took frame %u (told asleep: %d)", o->rx_frames, o->told_asleep);
         struct ofi_ctl m;
         if (o->cur.len == sizeof m) {
             memcpy(&m, o->cur.data, sizeof m);
