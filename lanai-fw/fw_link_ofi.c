@@ -550,7 +550,7 @@ static bool ofi_drained(struct fw_link *l, unsigned n)
  * or the socket, and only this VI's turns push it. So while something of
  * ours may be on its way (unsent, sends not completed, a recent publish)
  * or waits for its answer, the VI is visited every OFI_DRIVE_NS even if
- * its host sleeps; otherwise only the wait descriptor wakes it. */
+ * its host sleeps; otherwise only the peer's nudges wake it. */
 static void up_turn(struct fw_ofil *o, bool awaiting, uint64_t now)
 {
     if (o->up_owed)
