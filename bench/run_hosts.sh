@@ -92,6 +92,11 @@ median() {
     sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "nan" }'
 }
 
+# med V...: the median of its arguments (the runs a loop below gathered)
+med() {
+    printf '%s\n' "$@" | median
+}
+
 # The column COL of the row of size SIZE in a VIPL benchmark's table.
 col() {
     awk -v s="$1" -v c="$2" '$1 == s { print $c }'
@@ -141,11 +146,11 @@ while [ $i -lt $RUNS ]; do
     bw_l_all="$bw_l_all $(vip_bw lossy)"
     i=$((i + 1))
 done
-lat_v=$(printf '%s\n' $lat_v_all | median)
-lat_u=$(printf '%s\n' $lat_u_all | median)
-bw_v=$(printf '%s\n' $bw_v_all | median)
-bw_u=$(printf '%s\n' $bw_u_all | median)
-bw_l=$(printf '%s\n' $bw_l_all | median)
+lat_v=$(med $lat_v_all)
+lat_u=$(med $lat_u_all)
+bw_v=$(med $bw_v_all)
+bw_u=$(med $bw_u_all)
+bw_l=$(med $bw_l_all)
 
 echo
 echo "UDP link between two vipds on 127.0.0.1 (median of $RUNS runs; the reference: plain UDP, bench/udp_pingpong)"
@@ -184,10 +189,10 @@ while [ $i -lt $RUNS ]; do
     fi_pp_all="$fi_pp_all $FI_MBS"
     i=$((i + 1))
 done
-lat_o=$(printf '%s\n' $lat_o_all | median)
-lat_f=$(printf '%s\n' $fi_lat_all | median)
-pp_o=$(printf '%s\n' $pp_o_all | median)
-pp_f=$(printf '%s\n' $fi_pp_all | median)
+lat_o=$(med $lat_o_all)
+lat_f=$(med $fi_lat_all)
+pp_o=$(med $pp_o_all)
+pp_f=$(med $fi_pp_all)
 bw_o_all=
 bw_f_all=
 i=0
@@ -196,8 +201,8 @@ while [ $i -lt $RUNS ] || [ $i -lt 3 ]; do
     bw_f_all="$bw_f_all $(fis_bw)"
     i=$((i + 1))
 done
-bw_o=$(printf '%s\n' $bw_o_all | median)
-bw_f=$(printf '%s\n' $bw_f_all | median)
+bw_o=$(med $bw_o_all)
+bw_f=$(med $bw_f_all)
 
 echo
 echo "libfabric link (--link ofi, tcp;ofi_rxm) between two vipds on 127.0.0.1 (median of $RUNS runs;"

@@ -138,6 +138,7 @@ struct fw_ofil {
      * timeout_ns. Unreliable VIs wait for nothing. */
     uint32_t reliability;
     uint64_t await_ns, heard_ns;
+    bool heard;           /* a frame came in this visit: heard_ns is the turn's now */
     uint64_t stuck_ns;    /* frames wait and none left since then (0: moving) */
     uint64_t stuck_sent;  /* fw_ofi_sent at stuck_ns */
     uint64_t drive_until; /* visit the VI every OFI_DRIVE_NS until then */
@@ -471,7 +472,7 @@ static enum fw_link_peek_rc ofi_peek(struct fw_link *l, struct via_wire_hdr *h,
                 return FW_LINK_EMPTY;
             continue;
         }
-        o->heard_ns = hal_now_ns(); /* the peer's NIC runs */
+        o->heard = true; /* the peer's NIC runs (no clock read per frame) */
         o->nudged = false;
         o->look_until = 0;
         o->they_have_ours = true; /* it could not have sent this otherwise */
@@ -558,6 +559,10 @@ static void up_turn(struct fw_ofil *o, bool awaiting, uint64_t now)
     flush_unsent(o);
     if (!ofi_progress(o))
         return;
+    if (o->heard) {
+        o->heard = false;
+        o->heard_ns = now;
+    }
     if (!awaiting || o->reliability == VIP_SERVICE_UNRELIABLE) {
         o->await_ns = 0;
     } else if (!o->await_ns) {

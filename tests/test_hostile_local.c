@@ -141,35 +141,33 @@ static void test_socket_dir_writable_by_others(void)
     teardown_base();
 }
 
+/* The mode of directory `name` under base after ctl_make_socket_dir for a
+ * socket in it; `before`: the mode it is made with first (0: not made). */
+static mode_t dir_mode_after(const char *name, mode_t before)
+{
+    char dir[128], sock[160];
+    struct stat st = {0};
+    snprintf(dir, sizeof dir, "%s/%s", base, name);
+    snprintf(sock, sizeof sock, "%s/vipd.sock", dir);
+    if (before) {
+        CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700), 0);
+        CU_ASSERT_EQUAL_FATAL(chmod(dir, before), 0);
+    }
+    CU_ASSERT_EQUAL(ctl_make_socket_dir(sock), 0);
+    CU_ASSERT_EQUAL(stat(dir, &st), 0);
+    return st.st_mode;
+}
+
 /* vipd makes the socket's directory private, but a shared sticky one
  * (root's vipd with its socket straight in /tmp) is not its to change:
  * it once left /tmp at 0700 for everyone. */
 static void test_socket_dir_modes(void)
 {
     setup_base();
-    char dir[128], sock[160];
-    struct stat st;
-    snprintf(dir, sizeof dir, "%s/shared", base);
-    snprintf(sock, sizeof sock, "%s/vipd.sock", dir);
-    CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700), 0);
-    CU_ASSERT_EQUAL_FATAL(chmod(dir, 01777), 0);
-    CU_ASSERT_EQUAL(ctl_make_socket_dir(sock), 0);
-    CU_ASSERT_EQUAL(stat(dir, &st), 0);
-    CU_ASSERT_EQUAL(st.st_mode & 07777, 01777);
-
-    snprintf(dir, sizeof dir, "%s/loose", base);
-    snprintf(sock, sizeof sock, "%s/vipd.sock", dir);
-    CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700), 0);
-    CU_ASSERT_EQUAL_FATAL(chmod(dir, 0777), 0);
-    CU_ASSERT_EQUAL(ctl_make_socket_dir(sock), 0);
-    CU_ASSERT_EQUAL(stat(dir, &st), 0);
-    CU_ASSERT_EQUAL(st.st_mode & 07777, 0700); /* ours: tightened */
-
-    snprintf(dir, sizeof dir, "%s/new", base);
-    snprintf(sock, sizeof sock, "%s/vipd.sock", dir);
-    CU_ASSERT_EQUAL(ctl_make_socket_dir(sock), 0);
-    CU_ASSERT_EQUAL(stat(dir, &st), 0);
-    CU_ASSERT_TRUE(S_ISDIR(st.st_mode) && (st.st_mode & 077) == 0);
+    CU_ASSERT_EQUAL(dir_mode_after("shared", 01777) & 07777, 01777);
+    CU_ASSERT_EQUAL(dir_mode_after("loose", 0777) & 07777, 0700); /* ours: tightened */
+    mode_t m = dir_mode_after("new", 0);
+    CU_ASSERT_TRUE(S_ISDIR(m) && (m & 077) == 0);
     teardown_base();
 }
 
