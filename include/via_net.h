@@ -95,6 +95,7 @@ enum via_host_type {
     VIA_HOST_CONN_ACC,  /* via_host_conn_acc */
     VIA_HOST_CONN_REJ,  /* via_host_conn_rej */
     VIA_HOST_CONN_END,  /* via_host_conn_end */
+    VIA_HOST_CONN_CANCEL, /* via_host_conn_cancel: the requester's timeout fired */
     VIA_HOST_NTYPES
 };
 struct via_host_msg {
@@ -140,6 +141,17 @@ struct via_host_conn_rej {
     uint32_t req_id;
     int32_t status; /* VIP_NO_MATCH, VIP_REJECT, VIP_INVALID_RELIABILITY_LEVEL ... */
 };
+
+/* The requester's timeout fired while its request waits at the acceptor's
+ * vipd: withdraw it and answer CONN_REJ (status VIP_TIMEOUT), unless it
+ * was accepted already (the CONN_ACC on its way then wins). A vipd that
+ * does not know this message ignores it; the requester then gives up
+ * after the host timeout, as before. */
+struct via_host_conn_cancel {
+    uint32_t req_id;
+    uint32_t pad;
+};
+static_assert(sizeof(struct via_host_conn_cancel) == 8, "conn cancel");
 
 struct via_host_conn_end {
     uint32_t conn_id; /* the wire id */

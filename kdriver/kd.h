@@ -171,6 +171,9 @@ struct kd_conn {
     /* Across hosts, peer-to-peer: this is the VipConnectPeerRequest of
      * req_vi (whose vi->peer holds the outcome), not a client-server one. */
     bool peer;
+    /* Across hosts, client-server: our timeout fired and CONN_CANCEL went
+     * (kd_remote_cancel); the acceptor's answer decides, its ACC or REJ. */
+    bool cancelling;
     struct kd_conn *next;
 };
 
@@ -449,6 +452,8 @@ void kd_remote_on_request(struct kd_host *h, const void *body);
 void kd_remote_on_accept(struct kd_host *h, const void *body);
 void kd_remote_on_reject(struct kd_host *h, const void *body);
 void kd_remote_on_end(struct kd_host *h, const void *body);
+bool kd_remote_cancel(struct kd_conn *cn);
+void kd_remote_on_cancel(struct kd_host *h, const void *body);
 void kd_remote_host_down(struct kd_host *h);
 /* VipConnectPeerRequest of vi (vi->peer set, PENDING) for a NIC of h:
  * false with r failed. */

@@ -672,6 +672,8 @@ void kd_conn_expire(uint64_t now)
         n = cn->next;
         if (cn->state == KD_CONN_ACCEPTED || !cn->deadline_ns || cn->deadline_ns > now)
             continue;
+        if (kd_remote_cancel(cn))
+            continue; /* the other host answers: accepted meanwhile, or withdrawn */
         kd_conn_request_end(cn, KD_CONN_TIMED_OUT, VIP_TIMEOUT,
                     "the remote side did not accept or reject before the timeout");
     }

@@ -265,6 +265,10 @@ static void dispatch(struct kd_host *h, const struct via_host_msg *m, const void
         if (m->len == sizeof(struct via_host_conn_end))
             kd_remote_on_end(h, body);
         break;
+    case VIA_HOST_CONN_CANCEL:
+        if (m->len == sizeof(struct via_host_conn_cancel))
+            kd_remote_on_cancel(h, body);
+        break;
     default:
         break; /* a later version's message: ignored */
     }

@@ -11,6 +11,16 @@
  *                                                       CONN_ACCEPT: channel,
  *     channel, uA -> uB, reply       <--CONN_ACC(uB)--  socket uB -> uA, reply
  *
+ * The requester's timeout is a question, not a verdict: the acceptor may
+ * be accepting as it fires, and a requester that gave up while the
+ * acceptor's VipConnectAccept succeeded would leave a connection up on
+ * one side only (broken at once). So the requester's vipd asks
+ * (CONN_CANCEL) and the acceptor's answers in order on its connection:
+ *
+ *     timeout: CONN_CANCEL   --CONN_CANCEL-->    still offered: withdrawn
+ *     VIP_TIMEOUT            <--CONN_REJ-----    (a later accept fails)
+ *     or connected           <--CONN_ACC-----    accepted already
+ *
  * Each side's channel is its own (a shared-memory object of its vipd,
  * link VIA_LINK_UDP) and holds the connection's state for its VI; the
  * UDP socket goes to the process with it, and from then on the two NICs
@@ -198,6 +208,11 @@ void kd_remote_on_reject(struct kd_host *h, const void *body)
     else
         snprintf(msg, sizeof msg, "%.40s refused the connection (status %d)", h->name,
                  (int)m.status);
+    if (cn->cancelling) { /* withdrawn at our timeout's request */
+        kd_conn_request_end(cn, KD_CONN_TIMED_OUT, VIP_TIMEOUT,
+                            "the remote side did not accept or reject before the timeout");
+        return;
+    }
     int32_t st = m.status;
     if (st != VIP_NO_MATCH && st != VIP_REJECT && st != VIP_INVALID_RELIABILITY_LEVEL &&
         st != VIP_INVALID_PARAMETER)
@@ -205,12 +220,43 @@ void kd_remote_on_reject(struct kd_host *h, const void *body)
     kd_conn_request_end(cn, KD_CONN_REJECTED, st, msg);
 }
 
+/* cn's timeout fired: a client-server request of ours that another host
+ * still holds is withdrawn by asking (CONN_CANCEL); its answer ends cn,
+ * or, if none comes, the host timeout does. false: end it now. */
+bool kd_remote_cancel(struct kd_conn *cn)
+{
+    if (!cn->host || cn->remote_req || cn->peer || cn->cancelling ||
+        cn->state != KD_CONN_MATCHED || !cn->req_client)
+        return false;
+    struct via_host_conn_cancel m = {.req_id = cn->wire_id};
+    if (!kd_host_send(cn->host, VIA_HOST_CONN_CANCEL, &m, sizeof m))
+        return false;
+    cn->cancelling = true;
+    cn->deadline_ns = kd_now_ns() + kd.host_timeout_ns;
+    kd_debug("connection %u: timed out; asking %s to withdraw it", cn->id, cn->host->name);
+    return true;
+}
+
 /* ---- the acceptor's side ---------------------------------------------------------------- */
+
 
 static void refuse(struct kd_host *h, uint32_t req_id, int32_t status)
 {
     struct via_host_conn_rej m = {.req_id = req_id, .status = status};
     kd_host_send(h, VIA_HOST_CONN_REJ, &m, sizeof m);
+}
+
+void kd_remote_on_cancel(struct kd_host *h, const void *body)
+{
+    struct via_host_conn_cancel m;
+    memcpy(&m, body, sizeof m);
+    struct kd_conn *cn = conn_of(h, m.req_id, false);
+    if (cn && cn->state == KD_CONN_ACCEPTED)
+        return; /* our CONN_ACC went first: the requester is connected */
+    if (cn) /* answers CONN_REJ (kd_remote_refuse) */
+        kd_conn_request_end(cn, KD_CONN_REJECTED, VIP_TIMEOUT, NULL);
+    else
+        refuse(h, m.req_id, VIP_TIMEOUT); /* refused or never offered: say so again */
 }
 
 static void on_peer_request(struct kd_conn *cn);

@@ -201,6 +201,137 @@ out:
     thosts_stop(&h);
 }
 
+/* ---- a request's timeout against its accept ------------------------------------------ */
+
+/* The requester's timeout and the acceptor's VipConnectAccept race across
+ * two vipds. Round 0 settles it: the acceptor holds the request until the
+ * requester's VipConnectRequest has returned VIP_TIMEOUT, then accepts,
+ * which must fail (the request was withdrawn) rather than connect a VI
+ * whose peer gave up (it broke at once: the AM-II job across hosts lost
+ * its first messages so). Later rounds accept at delays around the
+ * timeout: either order may win, and both sides must agree; a connection
+ * both have carries a message. */
+#define RACE_ROUNDS 12u
+#define RACE_TIMEOUT_MS 20u
+
+struct krace {
+    const struct thosts *h;
+    char disc[RACE_ROUNDS][17];
+};
+
+static int race_acceptor(void *arg)
+{
+    const struct krace *k = arg;
+    struct tl_nic t;
+    struct tl_buf b;
+    thosts_use(k->h, 1);
+    TC_RC(tl_open(&t, "via0"), VIP_SUCCESS);
+    TC_RC(tl_buf_alloc(&t, &b, 4096), VIP_SUCCESS);
+    VIP_NET_ADDRESS *remote = calloc(1, sizeof *remote + 64);
+    TC_CHECK(remote != NULL);
+    for (unsigned i = 0; i < RACE_ROUNDS; i++) {
+        VIP_VI_HANDLE vi;
+        VIP_DESCRIPTOR *d = (VIP_DESCRIPTOR *)b.p, *x;
+        TC_RC(tl_vi(&t, VIP_SERVICE_RELIABLE_DELIVERY, NULL, NULL, &vi), VIP_SUCCESS);
+        tl_desc_1(d, b.p + 128, 256, b.mh);
+        TC_RC(VipPostRecv(vi, d, b.mh), VIP_SUCCESS);
+        VIP_NET_ADDRESS *local = tl_addr(t.nic, "localhost", k->disc[i]);
+        VIP_VI_ATTRIBUTES ra;
+        VIP_CONN_HANDLE conn;
+        TC_RC(VipConnectWait(t.nic, local, 20000, remote, &ra, &conn), VIP_SUCCESS);
+        free(local);
+        if (i == 0)
+            TC_CHECK(tl_child_take(20000) == 'g'); /* the requester has its VIP_TIMEOUT */
+        else
+            usleep((i % 6) * RACE_TIMEOUT_MS * 500u); /* 0 to 2.5 timeouts */
+        VIP_RETURN rc = VipConnectAccept(conn, vi);
+        if (rc == VIP_SUCCESS) { /* the requester's message comes */
+            TC_RC(VipRecvWait(vi, 20000, &x), VIP_SUCCESS);
+            TC_CHECK(!(x->CS.Status & VIP_STATUS_ERROR_MASK));
+        }
+        tl_child_post(rc == VIP_SUCCESS ? 'a' : 'x');
+        tl_vi_end(vi);
+    }
+    free(remote);
+    tl_end(&t, NULL, &b);
+    return 0;
+}
+
+static int race_requester(void *arg)
+{
+    const struct krace *k = arg;
+    struct tl_nic t;
+    struct tl_buf b;
+    thosts_use(k->h, 0);
+    TC_RC(tl_open(&t, "via0"), VIP_SUCCESS);
+    TC_RC(tl_buf_alloc(&t, &b, 4096), VIP_SUCCESS);
+    VIP_NET_ADDRESS *local = tl_addr(t.nic, "localhost", "");
+    TC_CHECK(local != NULL);
+    for (unsigned i = 0; i < RACE_ROUNDS; i++) {
+        VIP_VI_HANDLE vi;
+        TC_RC(tl_vi(&t, VIP_SERVICE_RELIABLE_DELIVERY, NULL, NULL, &vi), VIP_SUCCESS);
+        VIP_NET_ADDRESS *remote = tl_addr(t.nic, "host1", k->disc[i]);
+        VIP_VI_ATTRIBUTES ra;
+        VIP_RETURN rc;
+        uint64_t end = tl_now_ms() + 20000;
+        do /* VIP_NO_MATCH: the acceptor does not wait yet */
+            rc = VipConnectRequest(vi, local, remote, i == 0 ? 5 * RACE_TIMEOUT_MS
+                                                             : RACE_TIMEOUT_MS, &ra);
+        while (rc == VIP_NO_MATCH && tl_now_ms() < end && usleep(1000) == 0);
+        free(remote);
+        tl_child_post(rc == VIP_SUCCESS ? 'c' : rc == VIP_TIMEOUT ? 't' : 'e');
+        if (rc == VIP_SUCCESS) {
+            VIP_DESCRIPTOR *d = (VIP_DESCRIPTOR *)b.p, *x;
+            tl_desc_1(d, b.p + 128, 8, b.mh);
+            TC_RC(VipPostSend(vi, d, b.mh), VIP_SUCCESS);
+            TC_RC(VipSendWait(vi, 20000, &x), VIP_SUCCESS);
+            TC_CHECK(!(x->CS.Status & VIP_STATUS_ERROR_MASK));
+            TC_CHECK(tl_child_take(20000) == 'n'); /* the acceptor has it: ours may go */
+        }
+        tl_vi_end(vi);
+    }
+    free(local);
+    tl_end(&t, NULL, &b);
+    return 0;
+}
+
+static void test_request_timeout_against_accept(void)
+{
+    struct thosts h;
+    if (thosts_start(&h, 2, NULL) != 0) {
+        CU_FAIL("could not start two vipds");
+        return;
+    }
+    struct krace k = {.h = &h};
+    for (unsigned i = 0; i < RACE_ROUNDS; i++)
+        tl_discrim(k.disc[i], "race");
+    struct tl_child a, r;
+    bool a_up = tl_spawn(&a, race_acceptor, &k) == 0;
+    bool r_up = a_up && tl_spawn(&r, race_requester, &k) == 0;
+    CU_ASSERT(a_up && r_up);
+    for (unsigned i = 0; r_up && i < RACE_ROUNDS; i++) {
+        int req = tl_parent_take(&r, 30000);
+        if (i == 0) {
+            CU_ASSERT_EQUAL(req, 't');
+            tl_parent_post(&a, 'g');
+        }
+        int acc = tl_parent_take(&a, 30000);
+        if (i == 0)
+            CU_ASSERT_EQUAL(acc, 'x'); /* withdrawn before the accept */
+        CU_ASSERT(req == 'c' || req == 't');
+        CU_ASSERT((req == 'c') == (acc == 'a')); /* never one side only */
+        if (req == 'c' && acc == 'a')
+            tl_parent_post(&r, 'n');
+        if (req != 'c' && req != 't')
+            break;
+    }
+    if (r_up)
+        TCHILD_OK(&r, 30000);
+    if (a_up)
+        TCHILD_OK(&a, 30000);
+    thosts_stop(&h);
+}
+
 /* ---- a host, or a peer, that goes away ------------------------------------------------- */
 
 #define KSLOT 512u
@@ -261,10 +392,15 @@ static int k_receiver(void *arg)
 }
 
 /* Sender on host0: sends 64-byte messages, each posted before the reply
- * to the one before is awaited, so one is always in flight; says 's' once
- * they flow, then goes on until a descriptor completes in error, checks
- * that error, and says 't' (a send completed with the transport error) or
- * 'f' (flushed). */
+ * to the one before is awaited; says 's' once they flow, then goes on
+ * until a descriptor completes in error, checks that error, and says 't'
+ * (a send completed with the transport error) or 'f' (flushed).
+ * A reply not come within REPLY_WAIT_MS is left owed and the next message
+ * goes: the peer's NIC may have taken (and answered) our last message
+ * just before its process stopped, and a VI that waits only to receive
+ * waits for nothing the transport could time out (a stopped peer is
+ * noticed by the send that waits for its answer, fw_link_ofi.c). */
+#define REPLY_WAIT_MS 1000
 static int k_sender(void *arg)
 {
     const struct kstream *k = arg;
@@ -288,13 +424,16 @@ static int k_sender(void *arg)
         TC_RC(VipSendWait(vi, 20000, &done), VIP_SUCCESS);
         status = done->CS.Status;
         if (!(status & VIP_STATUS_ERROR_MASK) && n > 0) {
-            /* the reply to the message before */
-            TC_RC(VipRecvWait(vi, 20000, &done), VIP_SUCCESS);
-            if (done->CS.Status & VIP_STATUS_ERROR_MASK)
-                status = done->CS.Status;
-            tl_desc_1(done, (uint8_t *)done + 128, 256, b.mh);
-            if (!(status & VIP_STATUS_ERROR_MASK))
-                VipPostRecv(vi, done, b.mh);
+            /* the reply to the message before (or to one before it) */
+            VIP_RETURN rc = VipRecvWait(vi, REPLY_WAIT_MS, &done);
+            if (rc != VIP_TIMEOUT) {
+                TC_RC(rc, VIP_SUCCESS);
+                if (done->CS.Status & VIP_STATUS_ERROR_MASK)
+                    status = done->CS.Status;
+                tl_desc_1(done, (uint8_t *)done + 128, 256, b.mh);
+                if (!(status & VIP_STATUS_ERROR_MASK))
+                    VipPostRecv(vi, done, b.mh);
+            }
         }
         if (n < 200 && (status & VIP_STATUS_ERROR_MASK))
             tl_child_fail(__FILE__, __LINE__, "message %u failed (%#x) before anything was "
@@ -612,6 +751,7 @@ static void test_peer_process_hangs_transport_timeout(void)
 static const struct tl_test tests[] = {
     TL_TEST(test_names_across_hosts),
     TL_TEST(test_refusals_across_hosts),
+    TL_TEST(test_request_timeout_against_accept),
     TL_TEST(test_pingpong_small_reliable_delivery),
     TL_TEST(test_pingpong_small_reliable_reception),
     TL_TEST(test_pingpong_small_unreliable),

@@ -171,21 +171,25 @@ void tl_close(struct tl_nic *t)
     t->nic = NULL;
 }
 
+void tl_vi_end(VIP_VI_HANDLE vi)
+{
+    VipDisconnect(vi);
+    VIP_DESCRIPTOR *d;
+    VIP_RETURN rc;
+    /* what the disconnect flushed, and what completed meanwhile */
+    do
+        rc = VipSendDone(vi, &d);
+    while (rc == VIP_SUCCESS || rc == VIP_DESCRIPTOR_ERROR);
+    do
+        rc = VipRecvDone(vi, &d);
+    while (rc == VIP_SUCCESS || rc == VIP_DESCRIPTOR_ERROR);
+    VipDestroyVi(vi);
+}
+
 void tl_end(struct tl_nic *t, VIP_VI_HANDLE vi, struct tl_buf *b)
 {
-    if (vi) {
-        VipDisconnect(vi);
-        VIP_DESCRIPTOR *d;
-        VIP_RETURN rc;
-        /* what the disconnect flushed, and what completed meanwhile */
-        do
-            rc = VipSendDone(vi, &d);
-        while (rc == VIP_SUCCESS || rc == VIP_DESCRIPTOR_ERROR);
-        do
-            rc = VipRecvDone(vi, &d);
-        while (rc == VIP_SUCCESS || rc == VIP_DESCRIPTOR_ERROR);
-        VipDestroyVi(vi);
-    }
+    if (vi)
+        tl_vi_end(vi);
     if (b)
         tl_buf_free(b);
     tl_close(t);

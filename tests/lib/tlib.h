@@ -120,6 +120,8 @@ void tl_buf_free(struct tl_buf *b);
 /* A child's end: disconnect vi, take what its queues hold, destroy it, free
  * b, close the NIC (vi, b may be 0/NULL), so nothing is left behind. */
 void tl_end(struct tl_nic *t, VIP_VI_HANDLE vi, struct tl_buf *b);
+/* vi's part of tl_end: disconnect, take back its descriptors, destroy it. */
+void tl_vi_end(VIP_VI_HANDLE vi);
 
 /* ---- descriptors ----------------------------------------------------------------- */
 /* Bytes a descriptor with nseg data segments occupies (multiple of 64). */
