@@ -208,11 +208,13 @@ void kd_remote_on_reject(struct kd_host *h, const void *body)
     else
         snprintf(msg, sizeof msg, "%.40s refused the connection (status %d)", h->name,
                  (int)m.status);
-    if (cn->cancelling) { /* withdrawn at our timeout's request */
+    if (cn->cancelling && m.status != VIP_NO_MATCH) { /* withdrawn at our timeout's request */
         kd_conn_request_end(cn, KD_CONN_TIMED_OUT, VIP_TIMEOUT,
                             "the remote side did not accept or reject before the timeout");
         return;
     }
+    /* (cancelling, VIP_NO_MATCH: it was never offered, which is what the
+     * program should hear, so that it asks again) */
     int32_t st = m.status;
     if (st != VIP_NO_MATCH && st != VIP_REJECT && st != VIP_INVALID_RELIABILITY_LEVEL &&
         st != VIP_INVALID_PARAMETER)

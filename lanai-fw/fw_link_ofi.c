@@ -147,6 +147,12 @@ struct fw_ofil {
      * epoll_wait, the completion signal's read), and one reaps all the CQ
      * holds: a second in the same visit only delays the host's answer. */
     bool polled;
+    /* The requester's NIC (side 0) speaks first; the acceptor's sends
+     * nothing over the fabric until a frame of the peer's came. rxm makes
+     * its connection at the first send, and two first sends at once race
+     * two connections, which rxm resolves by refusing one; on a slow host
+     * (valgrind) the one left was reset, and frames on it lost. */
+    bool may_send;
     uint8_t name[FW_OFI_NAME_MAX];
     size_t name_len;
     /* send side: the slot reserve handed out; published slots the provider
@@ -228,6 +234,8 @@ static bool ctl_send(struct fw_ofil *o, enum ofi_ctl_kind kind)
 {
     struct ofi_ctl m = {.magic = OFI_HELLO_MAGIC, .conn_id = o->conn_id, .kind = kind,
                         .frames = o->rx_frames};
+    if (!o->may_send)
+        return false; /* tried again at a later turn */
     if (fw_ofi_send(o->ofi, o->peer, &m, sizeof m, NULL, 0)) {
         o->nudge_owed = true; /* refused: the peer may have to progress (a
                                * connection forming) */
@@ -371,7 +379,7 @@ static void doze_turn(struct fw_ofil *o)
 
 static void flush_unsent(struct fw_ofil *o)
 {
-    while (o->nunsent) {
+    while (o->nunsent && o->may_send) {
         unsigned i = o->unsent_head;
         int rc = fw_ofi_slot_send(o->ofi, o->peer, o->unsent[i], o->unsent_len[i]);
         if (rc == -EAGAIN) {
@@ -419,7 +427,7 @@ static void ofi_publish(struct fw_link *l, struct via_wire_hdr *h)
     uint32_t len = (uint32_t)sizeof *h + h->frag_len;
     int slot = o->res_slot;
     o->res_slot = -1;
-    if (!o->nunsent) {
+    if (!o->nunsent && o->may_send) {
         int rc = fw_ofi_slot_send(o->ofi, o->peer, slot, len);
         if (rc == 0) {
             frame_gone(o);
@@ -476,6 +484,7 @@ static enum fw_link_peek_rc ofi_peek(struct fw_link *l, struct via_wire_hdr *h,
         o->nudged = false;
         o->look_until = 0;
         o->they_have_ours = true; /* it could not have sent this otherwise */
+        o->may_send = true;       /* its connection stands */
         o->rx_frames++;
         if (wake_tracing())
             wake_trace(o, "took frame %u (told asleep: %d)", o->rx_frames, o->told_asleep);
@@ -715,6 +724,7 @@ bool fw_link_ofi_init(struct fw_link *l, struct fw_nic *nic, struct via_chan *ch
     o->sock = sock;
     o->conn_id = chan->conn_id;
     o->res_slot = -1;
+    o->may_send = side == 0;
     o->state = OFI_MEET;
     o->start_ns = hal_now_ns();
     o->timeout_ns = fw_net_env_ms("VIP_NET_TIMEOUT_MS", FW_NET_TIMEOUT_MS) * 1000000ull;

@@ -390,6 +390,10 @@ static int cq_error(struct fw_ofi *o)
         o->free_send[o->nfree++] = s->idx;
     if (s && s->kind == SLOT_RECV && e.err == FI_ECANCELED)
         return 0;
+    if (getenv("VIP_NET_DEBUG"))
+        fprintf(stderr, "vipl: libfabric: a %s completed in error: %s (provider: %s)\n",
+                !s ? "transfer" : s->kind == SLOT_SEND ? "send" : "receive", ofi.strerror(e.err),
+                fi_cq_strerror(o->cq, e.prov_errno, e.err_data, NULL, 0));
     return -(e.err ? e.err : EIO);
 }
 
