@@ -219,14 +219,20 @@ struct krace {
     char disc[RACE_ROUNDS][17];
 };
 
+/* A race child's NIC on host `host` and a page for its descriptor and data. */
+static void race_open(const struct krace *k, unsigned host, struct tl_nic *t, struct tl_buf *b)
+{
+    thosts_use(k->h, host);
+    TC_RC(tl_open(t, "via0"), VIP_SUCCESS);
+    TC_RC(tl_buf_alloc(t, b, 4096), VIP_SUCCESS);
+}
+
 static int race_acceptor(void *arg)
 {
     const struct krace *k = arg;
     struct tl_nic t;
     struct tl_buf b;
-    thosts_use(k->h, 1);
-    TC_RC(tl_open(&t, "via0"), VIP_SUCCESS);
-    TC_RC(tl_buf_alloc(&t, &b, 4096), VIP_SUCCESS);
+    race_open(k, 1, &t, &b);
     VIP_NET_ADDRESS *remote = calloc(1, sizeof *remote + 64);
     TC_CHECK(remote != NULL);
     for (unsigned i = 0; i < RACE_ROUNDS; i++) {
@@ -262,9 +268,7 @@ static int race_requester(void *arg)
     const struct krace *k = arg;
     struct tl_nic t;
     struct tl_buf b;
-    thosts_use(k->h, 0);
-    TC_RC(tl_open(&t, "via0"), VIP_SUCCESS);
-    TC_RC(tl_buf_alloc(&t, &b, 4096), VIP_SUCCESS);
+    race_open(k, 0, &t, &b);
     VIP_NET_ADDRESS *local = tl_addr(t.nic, "localhost", "");
     TC_CHECK(local != NULL);
     for (unsigned i = 0; i < RACE_ROUNDS; i++) {
