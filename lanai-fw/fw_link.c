@@ -207,6 +207,7 @@ static bool shm_drained(struct fw_link *l, unsigned n)
 
 const struct fw_link_ops fw_link_shm_ops = {
     .name = "shm",
+    .stream = true,
     .reserve = shm_reserve,
     .publish = shm_publish,
     .peek = shm_peek,

@@ -38,6 +38,10 @@ struct fw_link_ops {
      * whose per-packet cost is high (a fabric message, a progress call)
      * carries more a packet; the receiving pipelines take any size. */
     uint32_t mtu;
+    /* The packets are memory the peer's core reads next (the shared ring):
+     * large payloads go in by streaming stores (hal_dma_from_host_stream).
+     * Not for a fabric's buffers, which the provider reads on this core. */
+    bool stream;
     struct via_wire_hdr *(*reserve)(struct fw_link *l, uint32_t payload);
     void (*publish)(struct fw_link *l, struct via_wire_hdr *h);
     /* Next packet: its validated header copy and payload (PAD packets are
@@ -80,6 +84,22 @@ struct fw_link {
 static inline uint32_t fw_link_mtu(const struct fw_link *l)
 {
     return l->ops->mtu ? l->ops->mtu : VIA_MTU;
+}
+
+/* Which way a copy between the host's memory and the NIC goes, and for
+ * a gather into a link's packets whether by streaming stores (a link
+ * whose packets the peer's core reads next: fw_link_ops.stream,
+ * hal_dma_from_host_stream). */
+enum fw_dma {
+    FW_DMA_TO_HOST,
+    FW_DMA_FROM_HOST,
+    FW_DMA_FROM_HOST_STREAM,
+};
+
+/* How the send pipelines gather a payload into l's packets. */
+static inline enum fw_dma fw_link_dma(const struct fw_link *l)
+{
+    return l->ops->stream ? FW_DMA_FROM_HOST_STREAM : FW_DMA_FROM_HOST;
 }
 
 /* The shared-memory ring of a channel (fw_link.c). */

@@ -208,7 +208,7 @@ static int tx_xdata(struct fw_vi *vi)
         struct via_wire_hdr *h = tx_reserve(vi, frag);
         if (!h)
             return FW_TX_BLOCKED;
-        fw_xdata_copy(d, vi->tx_off, (uint8_t *)(h + 1), frag, false);
+        fw_xdata_copy(d, vi->tx_off, (uint8_t *)(h + 1), frag, fw_link_dma(l));
         FW_TRACE(vi->nic, VIA_ST_T4_XDATA, vi->vi_id, vi->tx_seq, frag);
         uint8_t flags = (vi->tx_off == 0 ? VIA_PKT_FIRST : 0) |
                         (vi->tx_off + frag == d->total || read ? VIA_PKT_LAST : 0) |

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fw_hal.h"
 #include "lib/tfw.h"
 
 /* ---- TPT -------------------------------------------------------------------------- */
@@ -530,6 +531,41 @@ static void test_crc32c_lanes(void)
     free(b);
 }
 
+/* The gather into the ring by streaming stores (hal_dma_from_host_stream):
+ * every byte of the range copied, none beside it touched, at every
+ * destination alignment a packet's payload or a later segment can have,
+ * and lengths on each side of its 16-byte head and 64-byte body steps. */
+static void test_stream_copy(void)
+{
+    enum { MAXLEN = 16384 + 130, PAD = 128 };
+    uint8_t *src = malloc(MAXLEN + 64), *dst = malloc(MAXLEN + 64 + 2 * PAD);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(src);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dst);
+    for (unsigned i = 0; i < MAXLEN + 64; i++)
+        src[i] = (uint8_t)(i * 7 + 3);
+    static const uint32_t lens[] = {0,    1,    15,   16,   17,   63,   64,   65,    127,
+                                    8191, 8192, 8193, 8255, 8256, 8257, 16384, MAXLEN};
+    static const unsigned dalign[] = {0, 1, 8, 15, 16, 17, 48, 63};
+    static const unsigned salign[] = {0, 1, 4, 17};
+    unsigned bad = 0;
+    for (unsigned l = 0; l < sizeof lens / sizeof *lens; l++)
+        for (unsigned a = 0; a < sizeof dalign / sizeof *dalign; a++)
+            for (unsigned b = 0; b < sizeof salign / sizeof *salign; b++) {
+                uint8_t *d = dst + PAD + dalign[a];
+                const uint8_t *sp = src + salign[b];
+                memset(dst, 0xEE, MAXLEN + 64 + 2 * PAD);
+                hal_dma_from_host_stream(d, (uint64_t)(uintptr_t)sp, lens[l]);
+                if (memcmp(d, sp, lens[l]) != 0 || first_not(dst, PAD + dalign[a], 0xEE) >= 0 ||
+                    first_not(d + lens[l], PAD, 0xEE) >= 0)
+                    bad++;
+            }
+    CU_ASSERT_EQUAL(bad, 0);
+    /* the shared ring streams, a fabric's send slots do not */
+    CU_ASSERT_EQUAL(fw_link_shm_ops.stream, true);
+    free(src);
+    free(dst);
+}
+
 int main(int argc, char **argv)
 {
     static const struct tl_test tests[] = {
@@ -542,6 +578,7 @@ int main(int argc, char **argv)
         TL_TEST(test_rx_uses_header_copy),
         TL_TEST(test_link_mtu),
         TL_TEST(test_crc32c_lanes),
+        TL_TEST(test_stream_copy),
         TL_END,
     };
     return tl_main(argc, argv, "firmware link", tests);

@@ -352,9 +352,10 @@ struct fw_token_kind {
 /* The kind of a token, or NULL for one no NIC knows. */
 const struct fw_token_kind *fw_token_kind(const struct via_db_token *tok);
 /* T4/R5 data movement: copy `len` bytes at message offset `off` between NIC
- * staging and the descriptor's segments (gather when to_host is false). */
+ * staging and the descriptor's segments: scatter to the host, or gather
+ * from it (into a link's packet: fw_link_dma says how). */
 void fw_xdata_copy(const struct fw_xdes *d, uint32_t off, uint8_t *nic, uint32_t len,
-                   bool to_host);
+                   enum fw_dma dir);
 /* TPT check of one host range; returns 0 or VIP_STATUS_PROTECTION_ERROR. */
 uint32_t fw_tpt_check(const struct fw_vi *vi, uint32_t handle, uint64_t va, uint64_t len);
 /* The responder's check of an RDMA target range: the same, and the

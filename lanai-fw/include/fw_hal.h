@@ -14,11 +14,56 @@
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* Host -> NIC (descriptor fetch, send data) and NIC -> host (receive data). */
 static inline void hal_dma_from_host(void *nic_dst, uint64_t host_va, uint32_t len)
 {
     memcpy(nic_dst, (const void *)(uintptr_t)host_va, len);
+}
+
+/*
+ * Host -> NIC into memory another core reads next (the shared-memory
+ * ring): streaming (non-temporal) stores. A plain copy first reads each
+ * ring line for ownership, and the receiving core holds those lines from
+ * its last lap, so every line crosses twice; streaming stores skip that
+ * read and leave the lines where the reader's misses find them. Measured
+ * (spec-notes/native-speed.md, round seven): 64 KiB ping-pong 7.5-7.9 ->
+ * 4.8-5.0 us, a 1 MiB stream 8.3-9.7 -> 16.6-17.3 GB/s; below 8 KiB a
+ * plain copy is faster (the reader's misses then go to memory), so the
+ * callers stream only chunks of FW_STREAM_MIN bytes or more. The stores
+ * are made visible (sfence) before return: the packet's publication that
+ * follows is an ordinary release store, which does not order them.
+ */
+#define FW_STREAM_MIN 8192u
+static inline void hal_dma_from_host_stream(void *nic_dst, uint64_t host_va, uint32_t len)
+{
+#if defined(__SSE2__)
+    const uint8_t *s = (const uint8_t *)(uintptr_t)host_va;
+    uint8_t *d = nic_dst;
+    uint32_t head = (uint32_t)(-(uintptr_t)d & 15u);
+    if (head > len)
+        head = len;
+    memcpy(d, s, head); /* up to the first 16-byte boundary of the destination */
+    d += head, s += head, len -= head;
+    uint32_t body = len & ~63u;
+    for (uint32_t i = 0; i < body; i += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 32));
+        __m128i e = _mm_loadu_si128((const __m128i *)(const void *)(s + i + 48));
+        _mm_stream_si128((__m128i *)(void *)(d + i), a);
+        _mm_stream_si128((__m128i *)(void *)(d + i + 16), b);
+        _mm_stream_si128((__m128i *)(void *)(d + i + 32), c);
+        _mm_stream_si128((__m128i *)(void *)(d + i + 48), e);
+    }
+    memcpy(d + body, s + body, len - body);
+    _mm_sfence();
+#else
+    memcpy(nic_dst, (const void *)(uintptr_t)host_va, len);
+#endif
 }
 
 static inline void hal_dma_to_host(uint64_t host_va, const void *nic_src, uint32_t len)
