@@ -534,7 +534,8 @@ static void test_crc32c_lanes(void)
 /* The gather into the ring by streaming stores (hal_dma_from_host_stream):
  * every byte of the range copied, none beside it touched, at every
  * destination alignment a packet's payload or a later segment can have,
- * and lengths on each side of its 16-byte head and 64-byte body steps. */
+ * and lengths on each side of its head (to a line boundary), body (whole
+ * lines) and tail steps. */
 static void test_stream_copy(void)
 {
     enum { MAXLEN = 16384 + 130, PAD = 128 };

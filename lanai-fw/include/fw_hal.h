@@ -43,10 +43,10 @@ static inline void hal_dma_from_host_stream(void *nic_dst, uint64_t host_va, uin
 #if defined(__SSE2__)
     const uint8_t *s = (const uint8_t *)(uintptr_t)host_va;
     uint8_t *d = nic_dst;
-    uint32_t head = (uint32_t)(-(uintptr_t)d & 15u);
+    uint32_t head = (uint32_t)(-(uintptr_t)d & 63u);
     if (head > len)
         head = len;
-    memcpy(d, s, head); /* up to the first 16-byte boundary of the destination */
+    memcpy(d, s, head); /* up to a line boundary: whole lines then leave by write-combining */
     d += head, s += head, len -= head;
     uint32_t body = len & ~63u;
     for (uint32_t i = 0; i < body; i += 64) {
