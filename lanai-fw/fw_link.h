@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "fw_hal.h"
 #include "via_abi.h"
 
 struct fw_link;
@@ -86,20 +87,12 @@ static inline uint32_t fw_link_mtu(const struct fw_link *l)
     return l->ops->mtu ? l->ops->mtu : VIA_MTU;
 }
 
-/* Which way a copy between the host's memory and the NIC goes, and for
- * a gather into a link's packets whether by streaming stores (a link
- * whose packets the peer's core reads next: fw_link_ops.stream,
- * hal_dma_from_host_stream). */
-enum fw_dma {
-    FW_DMA_TO_HOST,
-    FW_DMA_FROM_HOST,
-    FW_DMA_FROM_HOST_STREAM,
-};
-
-/* How the send pipelines gather a payload into l's packets. */
-static inline enum fw_dma fw_link_dma(const struct fw_link *l)
+/* How the send pipelines gather a payload into l's packets
+ * (hal_dma_gather): by streaming stores into a link whose packets the
+ * peer's core reads next (fw_link_ops.stream). */
+static inline enum hal_dma fw_link_dma(const struct fw_link *l)
 {
-    return l->ops->stream ? FW_DMA_FROM_HOST_STREAM : FW_DMA_FROM_HOST;
+    return l->ops->stream ? HAL_DMA_FROM_HOST_STREAM : HAL_DMA_FROM_HOST;
 }
 
 /* The shared-memory ring of a channel (fw_link.c). */

@@ -74,7 +74,6 @@ int fw_ofi_take(struct fw_ofi *o, struct fw_ofi_rx *rx, int max);
 /* Hand a received slot back to the fabric. */
 int fw_ofi_repost(struct fw_ofi *o, const struct fw_ofi_rx *rx);
 
-
 /* Received frames reaped but not yet handed out by fw_ofi_recv. */
 unsigned fw_ofi_frames_held(const struct fw_ofi *o);
 

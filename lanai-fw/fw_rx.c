@@ -115,10 +115,8 @@ static void rx_respond(struct fw_vi *vi)
             fw_want_visit(vi);
             return;
         }
-        if (frag && fw_link_dma(l) == FW_DMA_FROM_HOST_STREAM && frag >= FW_STREAM_MIN)
-            hal_dma_from_host_stream((uint8_t *)(h + 1), vi->rresp.raddr + vi->rresp.off, frag);
-        else if (frag)
-            hal_dma_from_host((uint8_t *)(h + 1), vi->rresp.raddr + vi->rresp.off, frag);
+        if (frag)
+            hal_dma_gather(h + 1, vi->rresp.raddr + vi->rresp.off, frag, fw_link_dma(l));
         bool last = vi->rresp.off + frag == vi->rresp.len;
         *h = (struct via_wire_hdr){
             .version = VIA_WIRE_VERSION, .type = VIA_PKT_RDMA_READ_RESP,
@@ -195,7 +193,7 @@ static enum fw_rx_state rx_xdata(struct fw_vi *vi, const struct via_wire_hdr *h,
         return FW_RX_IDLE;
     }
     fw_xdata_copy(&vi->rxd, h->frag_off, (uint8_t *)(uintptr_t)payload, h->frag_len,
-                  FW_DMA_TO_HOST);
+                  HAL_DMA_TO_HOST);
     vi->rx_got += h->frag_len;
     FW_TRACE(vi->nic, VIA_ST_R5_XDATA, vi->vi_id, h->msg_seq, h->frag_len);
     if (!(h->flags & VIA_PKT_LAST))
@@ -527,7 +525,7 @@ static void op_rdma_read_resp(struct fw_vi *vi, const struct via_wire_hdr *h,
                               const uint8_t *payload)
 {
     fw_xdata_copy(&vi->txd, h->frag_off, (uint8_t *)(uintptr_t)payload, h->frag_len,
-                  FW_DMA_TO_HOST);
+                  HAL_DMA_TO_HOST);
     vi->rd_got += h->frag_len;
     FW_TRACE(vi->nic, VIA_ST_R5_XDATA, vi->vi_id, h->msg_seq, h->frag_len);
     if (h->flags & VIA_PKT_LAST)

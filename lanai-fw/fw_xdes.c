@@ -23,7 +23,7 @@ static_assert(offsetof(VIP_CONTROL_SEGMENT, Length) == 24, "length offset");
 static_assert(offsetof(VIP_CONTROL_SEGMENT, ImmediateData) == 20, "imm offset");
 
 void fw_xdata_copy(const struct fw_xdes *d, uint32_t off, uint8_t *nic, uint32_t len,
-                   enum fw_dma dir)
+                   enum hal_dma dir)
 {
     for (unsigned i = 0; i < d->segcount && len; i++) {
         uint32_t sl = d->seg[i].len;
@@ -32,12 +32,10 @@ void fw_xdata_copy(const struct fw_xdes *d, uint32_t off, uint8_t *nic, uint32_t
             continue;
         }
         uint32_t k = sl - off < len ? sl - off : len;
-        if (dir == FW_DMA_TO_HOST)
+        if (dir == HAL_DMA_TO_HOST)
             hal_dma_to_host(d->seg[i].va + off, nic, k);
-        else if (dir == FW_DMA_FROM_HOST_STREAM && k >= FW_STREAM_MIN)
-            hal_dma_from_host_stream(nic, d->seg[i].va + off, k);
         else
-            hal_dma_from_host(nic, d->seg[i].va + off, k);
+            hal_dma_gather(nic, d->seg[i].va + off, k, dir);
         nic += k;
         len -= k;
         off = 0;

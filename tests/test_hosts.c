@@ -201,6 +201,17 @@ out:
     thosts_stop(&h);
 }
 
+/* Send len bytes from d's slot (the payload at d + 128) and wait for the
+ * send to complete: its status. */
+static uint32_t k_send(VIP_VI_HANDLE vi, VIP_DESCRIPTOR *d, uint32_t len, VIP_MEM_HANDLE mh)
+{
+    VIP_DESCRIPTOR *done;
+    tl_desc_1(d, (uint8_t *)d + 128, len, mh);
+    TC_RC(VipPostSend(vi, d, mh), VIP_SUCCESS);
+    TC_RC(VipSendWait(vi, 20000, &done), VIP_SUCCESS);
+    return done->CS.Status;
+}
+
 /* ---- a request's timeout against its accept ------------------------------------------ */
 
 /* The requester's timeout and the acceptor's VipConnectAccept race across
@@ -285,11 +296,7 @@ static int race_requester(void *arg)
         free(remote);
         tl_child_post(rc == VIP_SUCCESS ? 'c' : rc == VIP_TIMEOUT ? 't' : 'e');
         if (rc == VIP_SUCCESS) {
-            VIP_DESCRIPTOR *d = (VIP_DESCRIPTOR *)b.p, *x;
-            tl_desc_1(d, b.p + 128, 8, b.mh);
-            TC_RC(VipPostSend(vi, d, b.mh), VIP_SUCCESS);
-            TC_RC(VipSendWait(vi, 20000, &x), VIP_SUCCESS);
-            TC_CHECK(!(x->CS.Status & VIP_STATUS_ERROR_MASK));
+            TC_CHECK(!(k_send(vi, (VIP_DESCRIPTOR *)b.p, 8, b.mh) & VIP_STATUS_ERROR_MASK));
             TC_CHECK(tl_child_take(20000) == 'n'); /* the acceptor has it: ours may go */
         }
         tl_vi_end(vi);
@@ -542,17 +549,14 @@ static int ow_sender(void *arg)
     struct tl_nic t;
     struct tl_buf b;
     VIP_VI_HANDLE vi = k_end(arg, 0, 1, 0, &t, &b);
-    VIP_DESCRIPTOR *d = (VIP_DESCRIPTOR *)b.p, *done;
     for (uint32_t n = 0; n < OW_MSGS; n++) {
         struct timespec gap = {0, OW_GAP_MS * 1000000L};
         nanosleep(&gap, NULL); /* the stimulus: a slow one-way stream */
-        tl_desc_1(d, b.p + 128, 64, b.mh);
         memcpy(b.p + 128, &n, sizeof n);
-        TC_RC(VipPostSend(vi, d, b.mh), VIP_SUCCESS);
-        TC_RC(VipSendWait(vi, 20000, &done), VIP_SUCCESS);
-        if (done->CS.Status & VIP_STATUS_ERROR_MASK)
+        uint32_t st = k_send(vi, (VIP_DESCRIPTOR *)b.p, 64, b.mh);
+        if (st & VIP_STATUS_ERROR_MASK)
             tl_child_fail(__FILE__, __LINE__, "message %u of a one-way stream failed (%#x)", n,
-                          (unsigned)done->CS.Status);
+                          (unsigned)st);
     }
     tl_end(&t, vi, &b);
     return 0;
@@ -602,11 +606,7 @@ static int sl_sender(void *arg)
     VIP_VI_HANDLE vi = k_end(arg, 0, 1, 0, &t, &b);
     struct timespec gap = {SLEEPER_GAP_MS / 1000, (SLEEPER_GAP_MS % 1000) * 1000000L};
     nanosleep(&gap, NULL); /* the stimulus: a peer that takes its time */
-    VIP_DESCRIPTOR *d = (VIP_DESCRIPTOR *)b.p, *done;
-    tl_desc_1(d, b.p + 128, 64, b.mh);
-    TC_RC(VipPostSend(vi, d, b.mh), VIP_SUCCESS);
-    TC_RC(VipSendWait(vi, 20000, &done), VIP_SUCCESS);
-    TC_CHECK(!(done->CS.Status & VIP_STATUS_ERROR_MASK));
+    TC_CHECK(!(k_send(vi, (VIP_DESCRIPTOR *)b.p, 64, b.mh) & VIP_STATUS_ERROR_MASK));
     tl_end(&t, vi, &b);
     return 0;
 }
@@ -633,15 +633,12 @@ static int sp_echo(void *arg)
     setenv("VIP_WAIT_SPIN_US", "0", 1);
     VIP_VI_HANDLE vi = k_end(arg, 1, 4, 2, &t, &b);
     for (unsigned n = 0; n < SP_ROUNDS; n++) {
-        VIP_DESCRIPTOR *d, *x, *s = (VIP_DESCRIPTOR *)(b.p + (2 + n % 2) * KSLOT);
+        VIP_DESCRIPTOR *d, *s = (VIP_DESCRIPTOR *)(b.p + (2 + n % 2) * KSLOT);
         TC_RC(VipRecvWait(vi, 20000, &d), VIP_SUCCESS);
         TC_CHECK(!(d->CS.Status & VIP_STATUS_ERROR_MASK));
         tl_desc_1(d, (uint8_t *)d + 128, 256, b.mh);
         TC_RC(VipPostRecv(vi, d, b.mh), VIP_SUCCESS);
-        tl_desc_1(s, (uint8_t *)s + 128, 4, b.mh);
-        TC_RC(VipPostSend(vi, s, b.mh), VIP_SUCCESS);
-        TC_RC(VipSendWait(vi, 20000, &x), VIP_SUCCESS);
-        TC_CHECK(!(x->CS.Status & VIP_STATUS_ERROR_MASK));
+        TC_CHECK(!(k_send(vi, s, 4, b.mh) & VIP_STATUS_ERROR_MASK));
     }
     tl_end(&t, vi, &b);
     return 0;
@@ -657,10 +654,7 @@ static int sp_ping(void *arg)
     for (unsigned n = 0; n < SP_ROUNDS; n++) {
         VIP_DESCRIPTOR *d, *s = (VIP_DESCRIPTOR *)(b.p + (2 + n % 2) * KSLOT);
         uint64_t r0 = tl_now_ms();
-        tl_desc_1(s, (uint8_t *)s + 128, 4, b.mh);
-        TC_RC(VipPostSend(vi, s, b.mh), VIP_SUCCESS);
-        TC_RC(VipSendWait(vi, 20000, &d), VIP_SUCCESS);
-        TC_CHECK(!(d->CS.Status & VIP_STATUS_ERROR_MASK));
+        TC_CHECK(!(k_send(vi, s, 4, b.mh) & VIP_STATUS_ERROR_MASK));
         TC_RC(VipRecvWait(vi, 20000, &d), VIP_SUCCESS);
         TC_CHECK(!(d->CS.Status & VIP_STATUS_ERROR_MASK));
         tl_desc_1(d, (uint8_t *)d + 128, 256, b.mh);

@@ -355,7 +355,7 @@ const struct fw_token_kind *fw_token_kind(const struct via_db_token *tok);
  * staging and the descriptor's segments: scatter to the host, or gather
  * from it (into a link's packet: fw_link_dma says how). */
 void fw_xdata_copy(const struct fw_xdes *d, uint32_t off, uint8_t *nic, uint32_t len,
-                   enum fw_dma dir);
+                   enum hal_dma dir);
 /* TPT check of one host range; returns 0 or VIP_STATUS_PROTECTION_ERROR. */
 uint32_t fw_tpt_check(const struct fw_vi *vi, uint32_t handle, uint64_t va, uint64_t len);
 /* The responder's check of an RDMA target range: the same, and the

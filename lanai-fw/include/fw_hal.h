@@ -33,7 +33,7 @@ static inline void hal_dma_from_host(void *nic_dst, uint64_t host_va, uint32_t l
  * (spec-notes/native-speed.md, round seven): 64 KiB ping-pong 7.5-7.9 ->
  * 4.8-5.0 us, a 1 MiB stream 8.3-9.7 -> 16.6-17.3 GB/s; below 8 KiB a
  * plain copy is faster (the reader's misses then go to memory), so the
- * callers stream only chunks of FW_STREAM_MIN bytes or more. The stores
+ * gathers stream only chunks of FW_STREAM_MIN bytes or more (hal_dma_gather). The stores
  * are made visible (sfence) before return: the packet's publication that
  * follows is an ordinary release store, which does not order them.
  */
@@ -64,6 +64,25 @@ static inline void hal_dma_from_host_stream(void *nic_dst, uint64_t host_va, uin
 #else
     memcpy(nic_dst, (const void *)(uintptr_t)host_va, len);
 #endif
+}
+
+/* Which way a copy between the host's memory and the NIC goes; a gather
+ * into memory the peer's core reads next may stream (fw_link_dma). */
+enum hal_dma {
+    HAL_DMA_TO_HOST,
+    HAL_DMA_FROM_HOST,
+    HAL_DMA_FROM_HOST_STREAM,
+};
+
+/* A gather (host -> NIC) the way `how` says: streaming stores only for a
+ * chunk of FW_STREAM_MIN bytes or more, where they are faster. */
+static inline void hal_dma_gather(void *nic_dst, uint64_t host_va, uint32_t len,
+                                  enum hal_dma how)
+{
+    if (how == HAL_DMA_FROM_HOST_STREAM && len >= FW_STREAM_MIN)
+        hal_dma_from_host_stream(nic_dst, host_va, len);
+    else
+        hal_dma_from_host(nic_dst, host_va, len);
 }
 
 static inline void hal_dma_to_host(uint64_t host_va, const void *nic_src, uint32_t len)
