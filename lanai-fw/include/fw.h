@@ -27,42 +27,10 @@
 #include <stdint.h>
 
 #include "fw_link.h"
+#include "fw_lock.h"
 #include "fw_model.h"
 #include "nic.h"
 #include "via_abi.h"
-
-/*
- * The lock of a VI's NIC state. Held for a few hundred nanoseconds at a
- * time (one pass over the VI's stages), taken on every post and poll: a
- * test-and-set lock whose release is a plain store, so an uncontended
- * lock/unlock costs one locked instruction, not two as a mutex does. A
- * waiter that does not get it soon yields its CPU (the holder may have
- * been preempted on a busy machine).
- */
-struct fw_lock {
-    _Atomic uint32_t held;
-};
-static inline void fw_lock(struct fw_lock *l)
-{
-    for (unsigned spins = 0;
-         atomic_exchange_explicit(&l->held, 1, memory_order_acquire); spins++) {
-        while (atomic_load_explicit(&l->held, memory_order_relaxed)) {
-            if (++spins > 256) {
-                sched_yield();
-                spins = 0;
-            }
-        }
-    }
-}
-static inline bool fw_trylock(struct fw_lock *l)
-{
-    return !atomic_load_explicit(&l->held, memory_order_relaxed) &&
-           !atomic_exchange_explicit(&l->held, 1, memory_order_acquire);
-}
-static inline void fw_unlock(struct fw_lock *l)
-{
-    atomic_store_explicit(&l->held, 0, memory_order_release);
-}
 
 /* ---- send pipeline state machine (one message in flight per VI) ------- */
 enum fw_tx_state {

@@ -19,6 +19,7 @@
 #include <vipl.h>
 
 #include "ext.h"
+#include "fw_lock.h" /* the data path's short lock, the NIC's own kind */
 #include "nic.h"
 #include "via_abi.h"
 
@@ -114,7 +115,7 @@ struct vip_vi {
     VIP_PVOID handle;
     uint16_t gen;                /* the NIC's incarnation of that id */
     struct vip_nic *nic;
-    pthread_mutex_t lock;        /* the host's queues below (the NIC locks its own) */
+    struct fw_lock lock;         /* the host's queues below (the NIC locks its own) */
     struct fw_vi *hw;            /* the NIC's VI (nic.h) */
     VIP_VI_ATTRIBUTES attr;
     struct vip_cq *scq, *rcq;

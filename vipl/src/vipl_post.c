@@ -35,15 +35,15 @@ static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bo
      * below happens inside it, not on top of it. */
     bool paced = nic_paced(vi->nic->hw);
     uint64_t t0 = paced ? nic_now_ns() : 0, cost;
-    pthread_mutex_lock(&vi->lock);
+    fw_lock(&vi->lock);
     uint32_t st = atomic_load_explicit(&vi->db->state, memory_order_relaxed);
     if (!recv && (st == VIA_VI_IDLE || st == VIA_VI_PENDING)) {
-        pthread_mutex_unlock(&vi->lock);
+        fw_unlock(&vi->lock);
         return vipl_fail(VIP_INVALID_STATE, "VI %u is not connected: cannot send", vi->id);
     }
     struct vip_queue *q = recv ? &vi->rq : &vi->sq;
     if (q->tail - q->head >= VIA_QUEUE_DEPTH) {
-        pthread_mutex_unlock(&vi->lock);
+        fw_unlock(&vi->lock);
         return vipl_fail(VIP_ERROR_RESOURCE,
                          "%s queue of VI %u is full (%u descriptors outstanding)",
                          recv ? "receive" : "send", vi->id, VIA_QUEUE_DEPTH);
@@ -65,7 +65,7 @@ static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bo
         count1(&c->sq_posted);
     }
     cost = nic_ring(vi->hw, recv, &tok, m, n, t0);
-    pthread_mutex_unlock(&vi->lock);
+    fw_unlock(&vi->lock);
     if (cost)
         spend_until(t0 + cost);
     vipl_deliver_error(vi);

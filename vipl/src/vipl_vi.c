@@ -102,7 +102,7 @@ VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES *ViAttribs,
         return vipl_fail(VIP_ERROR_RESOURCE, "this process has %u VIPL objects (the limit)",
                          VIPL_HANDLE_SLOTS);
     }
-    pthread_mutex_init(&vi->lock, NULL);
+    atomic_init(&vi->lock.held, 0);
     vipl_notifiers_init(&vi->notify);
     if (scq)
         atomic_fetch_add(&scq->nvis, 1);
@@ -187,7 +187,6 @@ VIP_RETURN VipDestroyVi(VIP_VI_HANDLE ViHandle)
     vipl_vi_unpin_wait(vi);
     if (vi->chan_old)
         munmap(vi->chan_old, sizeof *vi->chan_old);
-    pthread_mutex_destroy(&vi->lock);
     vi->magic = VIPL_DEAD;
     free(vi);
     return VIP_SUCCESS;
@@ -209,7 +208,7 @@ VIP_RETURN VipQueryVi(VIP_VI_HANDLE ViHandle, VIP_VI_STATE *State, VIP_VI_ATTRIB
     struct vip_vi *vi = vipl_vi(ViHandle);
     if (!vi)
         return vipl_fail(VIP_INVALID_PARAMETER, "not a VI handle");
-    pthread_mutex_lock(&vi->lock);
+    fw_lock(&vi->lock);
     if (State)
         *State = vip_state(atomic_load(&vi->db->state));
     if (ViAttribs)
@@ -218,7 +217,7 @@ VIP_RETURN VipQueryVi(VIP_VI_HANDLE ViHandle, VIP_VI_STATE *State, VIP_VI_ATTRIB
         *ViSendQEmpty = vi->sq.head == vi->sq.tail;
     if (ViRecvQEmpty)
         *ViRecvQEmpty = vi->rq.head == vi->rq.tail;
-    pthread_mutex_unlock(&vi->lock);
+    fw_unlock(&vi->lock);
     return VIP_SUCCESS;
 }
 
@@ -241,7 +240,7 @@ VIP_RETURN VipSetViAttributes(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES *ViAttri
     VIP_RETURN rc = vipl_call(vi->nic, VIA_CTL_SET_VI, &q, sizeof q, NULL, 0, NULL, NULL);
     if (rc != VIP_SUCCESS)
         return rc;
-    pthread_mutex_lock(&vi->lock);
+    fw_lock(&vi->lock);
     vi->attr = *ViAttribs;
     if (vi->attr.MaxTransferSize == 0)
         vi->attr.MaxTransferSize = VIA_MAX_TRANSFER;
@@ -250,7 +249,7 @@ VIP_RETURN VipSetViAttributes(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES *ViAttri
                                .max_transfer = (uint32_t)vi->attr.MaxTransferSize,
                                .rdma_write = q.attr.rdma_write != 0,
                                .rdma_read = q.attr.rdma_read != 0};
-    pthread_mutex_unlock(&vi->lock);
+    fw_unlock(&vi->lock);
     nic_vi_set_params(vi->hw, &np);
     return VIP_SUCCESS;
 }

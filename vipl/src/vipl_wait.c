@@ -126,7 +126,7 @@ static bool pop_done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out)
     uint32_t h = atomic_load_explicit(&q->head, memory_order_relaxed);
     if (done_n == h)
         return false;
-    pthread_mutex_lock(&vi->lock);
+    fw_lock(&vi->lock);
     h = atomic_load_explicit(&q->head, memory_order_relaxed);
     if (h != q->tail) {
         VIP_DESCRIPTOR *d = q->desc[h % VIA_QUEUE_DEPTH];
@@ -153,7 +153,7 @@ static bool pop_done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out)
             got = true;
         }
     }
-    pthread_mutex_unlock(&vi->lock);
+    fw_unlock(&vi->lock);
     return got;
 }
 
