@@ -31,8 +31,10 @@
 #include "via_net.h"
 
 /* 4: the channel names its link (shm, UDP, libfabric), net counters; 5: the
- * channel directions' wake words (rx_sleepers, rx_wake). */
-#define VIA_ABI_VERSION 6u
+ * channel directions' wake words (rx_sleepers, rx_wake); 6: those words on
+ * a line of their own; 7: a shared-memory ring's headers carry the seal of
+ * their position, not the check word. */
+#define VIA_ABI_VERSION 7u
 #define VIA_PAGE_SIZE 4096u
 #define VIA_CACHELINE 64u
 
@@ -307,7 +309,8 @@ struct via_wire_hdr {
     uint32_t frag_off; /* offset of this fragment in the message */
     uint32_t frag_len;
     uint32_t imm;      /* immediate data (IMM), or the NAK reason */
-    uint32_t crc;      /* header check word; see via_wire_check() */
+    uint32_t crc;      /* network links: the header check word (via_wire_check());
+                          shared-memory ring: the seal of the packet's position */
     uint32_t rkey;     /* RDMA: the target's memory handle */
     uint32_t ack_seq;  /* ACK/NAK: the message answered */
     uint64_t arrive_ns; /* paced profiles: modelled time the last byte reaches
@@ -326,9 +329,12 @@ static_assert(sizeof(struct via_wire_hdr) == 64, "wire header is one cache line"
  * the tag of the lap before (an old packet). The receiver looks at the
  * tag of the slot at tail only (acquire), so a packet costs it one line,
  * not the head line and then the packet's; nobody writes the ring but the
- * sender. Old payload bytes that happen to look like the tag fail the
- * check word; only if head (stored after the tag) says a packet is there
- * is a header that fails its checks the sender's fault. head is otherwise
+ * sender. Before the tag the sender stores the position's seal in the
+ * header's crc field (a 32-bit mix of the whole 64-bit position, the ring's
+ * own; the check word is for the network links' frames): old bytes that
+ * happen to look like the tag, and an old header of a lap with the same
+ * tag, fail the seal; only if head (stored after the tag) says a packet is
+ * there is a header that fails its checks the sender's fault. head is otherwise
  * the sender's count (room, diagnostics). The receiver releases space
  * with a store of tail. A packet never wraps:
  * when it would not fit before the end, the sender first emits a PAD

@@ -31,11 +31,19 @@ static inline uint8_t lap_tag(uint64_t pos)
     return (uint8_t)(1u + (pos / VIA_CHAN_RING) % 255u);
 }
 
-/* Publication (see via_abi.h): the check word, then the tag, last, with
+/* The seal of a ring position (via_abi.h): a 32-bit mix of the whole
+ * position, so the seal of one place never passes for another's, not even
+ * 255 laps apart, where the lap tags repeat. */
+static inline uint32_t ring_seal(uint64_t pos)
+{
+    return (uint32_t)((pos * 0x9E3779B97F4A7C15ull) >> 32);
+}
+
+/* Publication (see via_abi.h): the seal, then the tag, last, with
  * release. */
 static inline void seal(struct via_wire_hdr *h, uint64_t pos)
 {
-    h->crc = via_wire_check(h);
+    h->crc = ring_seal(pos);
     __atomic_store_n(&h->lap, lap_tag(pos), __ATOMIC_RELEASE);
 }
 
@@ -108,10 +116,12 @@ bool fw_link_ready(const struct via_chan_dir *d)
     return tail % 64 || tagged(d, tail);
 }
 
-/* The header copy's own checks: version, check word, type, lengths. */
-static bool hdr_ok(const struct via_wire_hdr *h, uint32_t off)
+/* The header copy's own checks: version, the seal of its place, type,
+ * lengths. */
+static bool hdr_ok(const struct via_wire_hdr *h, uint64_t pos)
 {
-    if (h->version != VIA_WIRE_VERSION || h->crc != via_wire_check(h) || !type_known(h->type))
+    uint32_t off = (uint32_t)(pos % VIA_CHAN_RING);
+    if (h->version != VIA_WIRE_VERSION || h->crc != ring_seal(pos) || !type_known(h->type))
         return false;
     return off + ring_bytes(h) <= VIA_CHAN_RING &&
            (h->type == VIA_PKT_PAD || h->frag_len <= VIA_MTU);
@@ -138,7 +148,7 @@ enum fw_link_peek_rc fw_link_peek(struct via_chan_dir *d, struct via_wire_hdr *h
         if (off + sizeof *h < VIA_CHAN_RING)
             __builtin_prefetch(d->ring + off + sizeof *h);
         memcpy(h, d->ring + off, sizeof *h); /* the one read of the peer's header */
-        if (!hdr_ok(h, off)) {
+        if (!hdr_ok(h, tail)) {
             /* Old bytes that only look tagged, unless head (stored after
              * the tag) says this slot was published: then look once more
              * (the packet may have been sealed since the first look), and a
@@ -148,7 +158,7 @@ enum fw_link_peek_rc fw_link_peek(struct via_chan_dir *d, struct via_wire_hdr *h
             if (!tagged(d, tail))
                 return FW_LINK_BAD;
             memcpy(h, d->ring + off, sizeof *h);
-            if (!hdr_ok(h, off))
+            if (!hdr_ok(h, tail))
                 return FW_LINK_BAD;
         }
         if (h->type == VIA_PKT_PAD) {

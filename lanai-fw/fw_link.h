@@ -11,8 +11,9 @@
  *     `payload` bytes (NULL when full), fill header and payload, publish.
  *     Packets are delivered whole and in order, or the link is broken.
  *   - peek/consume are the receiver's (R3): peek copies the next packet's
- *     header out ONCE and validates the copy (version, check word, type,
- *     lengths within the link); only the copy is used afterwards, since the
+ *     header out ONCE and validates the copy (version, type, lengths
+ *     within the link, and what tells a packet from old bytes: the ring
+ *     slot's seal, a frame's check word); only the copy is used afterwards, since the
  *     other end may rewrite what it published. consume releases it.
  */
 #ifndef FW_LINK_H

@@ -172,47 +172,49 @@ static void test_link_ring(void)
     }
     CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_EMPTY);
 
-    /* a corrupted header is flagged bad and not consumed */
+    /* a published header whose seal is not its place's is flagged bad and
+     * not consumed */
     struct via_wire_hdr *w = put(d, 128, 7);
     CU_ASSERT_PTR_NOT_NULL_FATAL(w);
     uint64_t tail = atomic_load(&d->tail);
-    w->msg_len = 99999;
+    uint32_t seal = w->crc;
+    w->crc ^= 0x100;
     CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
     CU_ASSERT_EQUAL(atomic_load(&d->tail), tail);
-    w->msg_len = 128; /* restored: valid again */
+    w->crc = seal; /* restored: valid again */
     CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
+    /* the seal is the ring's, not a check word over the fields: what the
+     * sender wrote is what it sent, and the VI judges the fields */
+    w->msg_len = 99999;
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
+    CU_ASSERT_EQUAL(h.msg_len, 99999);
+    w->msg_len = 128;
     w->version = 1; /* wire format 1 is gone */
     CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
     w->version = VIA_WIRE_VERSION;
-    /* a valid check word over an impossible length is still refused */
+    /* a sealed header of an impossible length is refused */
     w->frag_len = VIA_MTU + 64;
-    w->crc = via_wire_check(w);
     CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
     /* unknown types */
     w->frag_len = 128;
     w->type = 77;
-    w->crc = via_wire_check(w);
     CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
     w->type = 0;
-    w->crc = via_wire_check(w);
     CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
     w->type = VIA_PKT_NTYPES;
-    w->crc = via_wire_check(w);
     CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
     /* every opcode of version 2 passes the link (the VI judges it) */
     static const uint8_t types[] = {VIA_PKT_SEND, VIA_PKT_RDMA_WRITE, VIA_PKT_RDMA_READ_REQ,
                                     VIA_PKT_RDMA_READ_RESP, VIA_PKT_ACK, VIA_PKT_NAK};
     for (unsigned i = 0; i < sizeof types; i++) {
         w->type = types[i];
-        w->crc = via_wire_check(w);
         CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
         CU_ASSERT_EQUAL(h.type, types[i]);
     }
-    /* head is the sender's count: the receiver goes by the sealed check
-     * word alone, so a lying head (beyond the ring, or behind) changes
+    /* head is the sender's count: the receiver goes by the tag and the
+     * seal alone, so a lying head (beyond the ring, or behind) changes
      * nothing, and a slot not sealed is empty whatever head says */
     w->type = VIA_PKT_SEND;
-    w->crc = via_wire_check(w);
     uint64_t head = atomic_load(&d->head);
     atomic_store(&d->head, atomic_load(&d->tail) + VIA_CHAN_RING + 64);
     CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
@@ -262,42 +264,59 @@ static void test_link_old_bytes(void)
     CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
     w->lap = tag1;
     CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_EMPTY);
-    /* published (head past tail) but failing its check: the sender's fault */
+    /* published (head past tail) but failing its checks: the sender's fault */
     w->lap = 2;
-    w->msg_len = 12345;
+    w->frag_len = VIA_MTU + 64;
     CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
+    free(d);
+
+    /* A header left 255 laps back, where the lap tags repeat: its tag is
+     * this lap's and it was a valid packet of its own place, so only the
+     * seal (of the whole position) tells it from a new one. */
+    d = zalloc(64, sizeof *d);
+    w = put(d, 64, 11);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    uint64_t later = 255ull * VIA_CHAN_RING;
+    atomic_store(&d->tail, later);
+    atomic_store(&d->head, later);
+    CU_ASSERT_EQUAL(w->lap, 1); /* lap 255's tag is lap 0's */
+    CU_ASSERT(fw_link_ready(d)); /* looks tagged, */
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_EMPTY); /* is not a packet */
+    /* the sender's next packet there is */
+    w = put(d, 64, 12);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+    CU_ASSERT_EQUAL_FATAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
+    CU_ASSERT_EQUAL(h.msg_seq, 12);
     free(d);
 }
 
-/* The check word covers the fields of wire format 2: rkey, ack_seq, raddr. */
+/* A network link's frame (UDP, libfabric): its check word covers every
+ * field of wire format 2, rkey, ack_seq and raddr included. */
 static void test_wire_check_v2_fields(void)
 {
-    struct via_chan_dir *d = zalloc(64, sizeof *d);
-    struct via_wire_hdr *w = put(d, 64, 3), h;
-    const uint8_t *pl;
-    CU_ASSERT_PTR_NOT_NULL_FATAL(w);
-    w->rkey = 0x10001;
-    w->ack_seq = 17;
-    w->raddr = 0x0000123456789000ull;
-    w->crc = via_wire_check(w);
-    CU_ASSERT_EQUAL_FATAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
-    CU_ASSERT_EQUAL(h.rkey, 0x10001);
-    CU_ASSERT_EQUAL(h.ack_seq, 17);
-    CU_ASSERT_EQUAL(h.raddr, 0x0000123456789000ull);
-    w->rkey ^= 0x100;
-    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
-    w->rkey ^= 0x100;
-    w->ack_seq ^= 1;
-    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
-    w->ack_seq ^= 1;
-    w->raddr ^= 0x40; /* low word */
-    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
-    w->raddr ^= 0x40;
-    w->raddr ^= 1ull << 40; /* high word */
-    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
-    w->raddr ^= 1ull << 40;
-    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
-    free(d);
+    struct via_wire_hdr w = {.version = VIA_WIRE_VERSION, .type = VIA_PKT_RDMA_WRITE,
+                             .flags = VIA_PKT_FIRST | VIA_PKT_LAST, .dst_vi = 1, .conn_id = 5,
+                             .msg_seq = 3, .msg_len = 64, .frag_len = 64, .rkey = 0x10001,
+                             .ack_seq = 17, .raddr = 0x0000123456789000ull};
+    w.crc = via_wire_check(&w);
+    CU_ASSERT_FATAL(fw_link_frame_ok(&w, 64));
+    CU_ASSERT(!fw_link_frame_ok(&w, 65)); /* the frame's length is the header's */
+    w.rkey ^= 0x100;
+    CU_ASSERT(!fw_link_frame_ok(&w, 64));
+    w.rkey ^= 0x100;
+    w.ack_seq ^= 1;
+    CU_ASSERT(!fw_link_frame_ok(&w, 64));
+    w.ack_seq ^= 1;
+    w.raddr ^= 0x40; /* low word */
+    CU_ASSERT(!fw_link_frame_ok(&w, 64));
+    w.raddr ^= 0x40;
+    w.raddr ^= 1ull << 40; /* high word */
+    CU_ASSERT(!fw_link_frame_ok(&w, 64));
+    w.raddr ^= 1ull << 40;
+    w.msg_len ^= 2;
+    CU_ASSERT(!fw_link_frame_ok(&w, 64));
+    w.msg_len ^= 2;
+    CU_ASSERT(fw_link_frame_ok(&w, 64));
 }
 
 /* peek copies the header out once: a rewrite of the ring after the peek
@@ -311,12 +330,11 @@ static void test_link_peek_copies_once(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(put(d, 200, 2));
     CU_ASSERT_EQUAL_FATAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
     CU_ASSERT_EQUAL(h.frag_len, 1000);
-    /* the sender rewrites what it published, with a valid check word */
+    /* the sender rewrites what it published (the seal stays valid) */
     struct via_wire_hdr *w = (struct via_wire_hdr *)(void *)d->ring;
     w->frag_len = 64;
     w->msg_len = 64;
     w->msg_seq = 99;
-    w->crc = via_wire_check(w);
     CU_ASSERT_EQUAL(h.frag_len, 1000);
     CU_ASSERT_EQUAL(h.msg_seq, 1);
     fw_link_consume(d, &h);
@@ -328,7 +346,6 @@ static void test_link_peek_copies_once(void)
     /* and the other way: a rewrite to a longer packet */
     w = (struct via_wire_hdr *)(void *)(d->ring + 64 + 1024);
     w->frag_len = VIA_MTU;
-    w->crc = via_wire_check(w);
     fw_link_consume(d, &h);
     CU_ASSERT_EQUAL(atomic_load(&d->tail), atomic_load(&d->head));
     CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_EMPTY);
@@ -369,7 +386,6 @@ static enum fw_link_peek_rc scribble_peek(struct fw_link *l, struct via_wire_hdr
         w->msg_len = VIA_MTU;
         w->flags = VIA_PKT_FIRST | VIA_PKT_LAST | VIA_PKT_IMM;
         w->imm = 0xBADBADu;
-        w->crc = via_wire_check(w);
     }
     return rc;
 }

@@ -1,7 +1,7 @@
 /*
  * fuzz_wire.c - libFuzzer target: the NIC's receive side against a hostile
  * peer NIC. The link validation (fw_link_peek: the one copy of the header,
- * version, check word, type, lengths), the per-VI header checks
+ * version, the seal of its place, type, lengths), the per-VI header checks
  * (rx_header_ok) and the opcode table (rx_ops: SEND, RDMA_WRITE, READ_REQ,
  * READ_RESP, ACK, NAK) with everything behind them: descriptor fetch, TPT
  * and RDMA checks, scatter, completion, ACK/NAK and read responses.
@@ -9,8 +9,8 @@
  * The fixture of the firmware unit tests (tests/lib/tfw.c) builds one
  * native NIC and the connected VIs A (3) and B (9); the input plays the
  * host of B (posting receives and sends) and the peer NIC behind A: it
- * publishes packets of its choosing on A's direction of the link, with a
- * valid check word unless it asks otherwise, and takes what B sends back.
+ * publishes packets of its choosing on A's direction of the link, sealed
+ * for their place unless it asks otherwise, and takes what B sends back.
  *
  * The oracle, besides ASan/UBSan:
  *   - no byte of host memory changes outside what B's host let the NIC
@@ -30,7 +30,7 @@
  *   read (reliable levels only); 0x10 a CQ; 0x20 a paced NIC (tiny costs)
  *   0 packet:  op type flags target seq:u32 msg_len:u32 frag_off:u32
  *              frag_len:u16 roff:u16 imm:u32 ack:u32 raw:u32, payload[frag_len]
- *              flags: low 3 bits the header's; 0x08 bad check word; 0x10
+ *              flags: low 3 bits the header's; 0x08 a bad seal; 0x10
  *              another connection; 0x20 another VI; 0x40 wire version 1;
  *              0x80 modelled arrival roff * 16 ns from now
  *              target: rkey/raddr = 0 rdma region, 1 another ptag's,
