@@ -9,8 +9,8 @@
 
 #include "fw.h"
 
-static const struct via_tpt_entry *tpt_find(const struct fw_vi *vi, uint32_t handle,
-                                            uint64_t va, uint64_t len)
+const struct via_tpt_entry *fw_tpt_find(const struct fw_vi *vi, uint32_t handle, uint64_t va,
+                                        uint64_t len)
 {
     uint32_t idx = VIA_MH_INDEX(handle), gen = VIA_MH_GEN(handle);
     if (idx >= VIA_MAX_TPT || gen == 0)
@@ -20,20 +20,18 @@ static const struct via_tpt_entry *tpt_find(const struct fw_vi *vi, uint32_t han
         return NULL; /* stale, foreign or never issued */
     if (e->ptag != vi->ptag)
         return NULL; /* VIA: memory and VI ptags must match */
-    if (va < e->va || len > e->len || va - e->va > e->len - len)
-        return NULL; /* beyond the registered region (wrap-around included) */
-    return e;
+    return fw_tpt_within(e, va, len) ? e : NULL;
 }
 
 uint32_t fw_tpt_check(const struct fw_vi *vi, uint32_t handle, uint64_t va, uint64_t len)
 {
-    return tpt_find(vi, handle, va, len) ? 0 : VIP_STATUS_PROTECTION_ERROR;
+    return fw_tpt_find(vi, handle, va, len) ? 0 : VIP_STATUS_PROTECTION_ERROR;
 }
 
 uint32_t fw_tpt_check_rdma(const struct fw_vi *vi, uint32_t handle, uint64_t va, uint64_t len,
                            uint32_t need)
 {
-    const struct via_tpt_entry *e = tpt_find(vi, handle, va, len);
+    const struct via_tpt_entry *e = fw_tpt_find(vi, handle, va, len);
     if (!e || (e->flags & need) != need)
         return VIP_STATUS_PROTECTION_ERROR;
     return 0;

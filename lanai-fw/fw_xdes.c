@@ -47,6 +47,7 @@ void fw_xdes_fetch(struct fw_vi *vi, const struct via_db_token *tok, bool recv,
 {
     VIP_CONTROL_SEGMENT cs;
 
+    /* Field by field: the segment table is filled only as far as segcount. */
     d->va = tok->desc_va;
     d->mem_handle = tok->mem_handle;
     d->segcount = 0;
@@ -58,11 +59,14 @@ void fw_xdes_fetch(struct fw_vi *vi, const struct via_db_token *tok, bool recv,
     d->total = 0;
     d->status = 0;
 
-    /* The control segment must lie in registered memory of this VI's ptag. */
-    d->status = fw_tpt_check(vi, tok->mem_handle, d->va, sizeof cs);
-    if (d->status) {
+    /* The control segment must lie in registered memory of this VI's ptag.
+     * The entry that allowed it is kept for the rest of the descriptor and
+     * for segments under the same handle (the usual case: one region). */
+    const struct via_tpt_entry *de = fw_tpt_find(vi, tok->mem_handle, d->va, sizeof cs);
+    if (!de) {
         /* Not a descriptor of this VI's memory: nothing may be written
          * there, not even the error (the error is the VI's). */
+        d->status = VIP_STATUS_PROTECTION_ERROR;
         d->va = 0;
         return;
     }
@@ -86,32 +90,37 @@ void fw_xdes_fetch(struct fw_vi *vi, const struct via_db_token *tok, bool recv,
         d->status = VIP_STATUS_FORMAT_ERROR;
         return;
     }
-    uint64_t seg_bytes = (uint64_t)cs.SegCount * sizeof(VIP_DATA_SEGMENT);
-    d->status = fw_tpt_check(vi, tok->mem_handle, d->va, sizeof cs + seg_bytes);
-    if (d->status)
+    uint64_t seg_va = d->va + sizeof cs;
+    if (!fw_tpt_within(de, d->va, sizeof cs + (uint64_t)cs.SegCount * sizeof(VIP_DATA_SEGMENT))) {
+        d->status = VIP_STATUS_PROTECTION_ERROR;
         return;
+    }
 
-    VIP_DATA_SEGMENT seg[VIA_MAX_SEGS];
-    if (seg_bytes)
-        hal_dma_from_host(seg, d->va + sizeof cs, (uint32_t)seg_bytes);
     unsigned first = 0;
     if (rdma) {
         /* The remote range is the responder's to check (fw_rx.c). */
-        const VIP_ADDRESS_SEGMENT *as = (const VIP_ADDRESS_SEGMENT *)&seg[0];
-        d->raddr = as->Data.AddressBits;
-        d->rkey = as->Handle;
+        VIP_ADDRESS_SEGMENT as;
+        hal_dma_from_host(&as, seg_va, sizeof as);
+        d->raddr = as.Data.AddressBits;
+        d->rkey = as.Handle;
         first = 1;
     }
     d->segcount = (uint16_t)(cs.SegCount - first);
 
     uint64_t total = 0;
     for (unsigned i = first; i < cs.SegCount; i++) {
-        uint64_t a = seg[i].Data.AddressBits;
-        uint32_t len = seg[i].Length;
+        VIP_DATA_SEGMENT seg;
+        hal_dma_from_host(&seg, seg_va + i * sizeof seg, sizeof seg);
+        uint64_t a = seg.Data.AddressBits;
+        uint32_t len = seg.Length;
         d->seg[i - first].va = a;
         d->seg[i - first].len = len;
         total += len;
-        if (len && fw_tpt_check(vi, seg[i].Handle, a, len)) {
+        if (!len)
+            continue;
+        bool ok = seg.Handle == tok->mem_handle ? fw_tpt_within(de, a, len)
+                                                : fw_tpt_find(vi, seg.Handle, a, len) != NULL;
+        if (!ok) {
             d->status = VIP_STATUS_PROTECTION_ERROR;
             return;
         }

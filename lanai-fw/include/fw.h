@@ -326,6 +326,16 @@ void fw_xdata_copy(const struct fw_xdes *d, uint32_t off, uint8_t *nic, uint32_t
                    enum hal_dma dir);
 /* TPT check of one host range; returns 0 or VIP_STATUS_PROTECTION_ERROR. */
 uint32_t fw_tpt_check(const struct fw_vi *vi, uint32_t handle, uint64_t va, uint64_t len);
+/* The same, giving the entry that allowed it (NULL: refused), so that more
+ * ranges under the same handle cost only fw_tpt_within (a TPT cache line
+ * the NIC keeps for the descriptor it is staging). */
+const struct via_tpt_entry *fw_tpt_find(const struct fw_vi *vi, uint32_t handle, uint64_t va,
+                                        uint64_t len);
+static inline bool fw_tpt_within(const struct via_tpt_entry *e, uint64_t va, uint64_t len)
+{
+    /* beyond the registered region (wrap-around included) */
+    return va >= e->va && len <= e->len && va - e->va <= e->len - len;
+}
 /* The responder's check of an RDMA target range: the same, and the
  * region's enable bit `need` (VIA_TPT_RDMA_WRITE or _READ). */
 uint32_t fw_tpt_check_rdma(const struct fw_vi *vi, uint32_t handle, uint64_t va, uint64_t len,
