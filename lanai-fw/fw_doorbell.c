@@ -12,7 +12,7 @@
  */
 #include "fw.h"
 
-uint32_t fw_bell_take(struct via_db_queue *q, struct fw_wq *wq, const uint64_t *ring_ns)
+uint32_t fw_bell_take_rung(struct via_db_queue *q, struct fw_wq *wq, const uint64_t *ring_ns)
 {
     uint32_t cons = atomic_load_explicit(&q->cons, memory_order_relaxed);
     uint32_t prod = atomic_load_explicit(&q->prod, memory_order_acquire);

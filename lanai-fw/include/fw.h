@@ -301,8 +301,17 @@ void fw_link_check(struct fw_vi *vi);
 
 /* ---- stage helpers shared by fw_tx.c and fw_rx.c ----------------------------- */
 /* T2/R2 Bell: move tokens from the doorbell ring into the NIC work queue;
- * ring_ns (may be NULL) gives the time each doorbell slot was rung. */
-uint32_t fw_bell_take(struct via_db_queue *q, struct fw_wq *wq, const uint64_t *ring_ns);
+ * ring_ns (may be NULL) gives the time each doorbell slot was rung. The
+ * look at an empty ring (every turn has one) is inline. */
+uint32_t fw_bell_take_rung(struct via_db_queue *q, struct fw_wq *wq, const uint64_t *ring_ns);
+static inline uint32_t fw_bell_take(struct via_db_queue *q, struct fw_wq *wq,
+                                    const uint64_t *ring_ns)
+{
+    if (atomic_load_explicit(&q->prod, memory_order_relaxed) ==
+        atomic_load_explicit(&q->cons, memory_order_relaxed))
+        return 0;
+    return fw_bell_take_rung(q, wq, ring_ns);
+}
 /* T3/R4 XDes: fetch the descriptor named by a token and validate it. */
 void fw_xdes_fetch(struct fw_vi *vi, const struct via_db_token *tok, bool recv,
                    struct fw_xdes *d);
