@@ -117,6 +117,7 @@ struct vip_vi {
     struct vip_nic *nic;
     struct fw_lock lock;         /* the host's queues below (the NIC locks its own) */
     struct fw_vi *hw;            /* the NIC's VI (nic.h) */
+    bool paced;                  /* its NIC keeps a timing model (nic_paced) */
     VIP_VI_ATTRIBUTES attr;
     struct vip_cq *scq, *rcq;
     struct vip_queue sq, rq;

@@ -33,7 +33,7 @@ static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bo
                                                           : "descriptor pointer is NULL");
     /* The host's modelled Build + Ring starts here: the library's own work
      * below happens inside it, not on top of it. */
-    bool paced = nic_paced(vi->nic->hw);
+    bool paced = vi->paced;
     uint64_t t0 = paced ? nic_now_ns() : 0, cost;
     fw_lock(&vi->lock);
     uint32_t st = atomic_load_explicit(&vi->db->state, memory_order_relaxed);

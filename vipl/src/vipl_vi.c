@@ -103,6 +103,7 @@ VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES *ViAttribs,
                          VIPL_HANDLE_SLOTS);
     }
     atomic_init(&vi->lock.held, 0);
+    vi->paced = nic_paced(n->hw);
     vipl_notifiers_init(&vi->notify);
     if (scq)
         atomic_fetch_add(&scq->nvis, 1);
