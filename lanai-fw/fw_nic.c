@@ -206,6 +206,22 @@ uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
 {
     struct fw_nic *nic = vi->nic;
     enum via_stage st = recv ? VIA_ST_R1_RING : VIA_ST_T1_RING;
+    if (recv && !nic->paced) {
+        /* R1 on a native NIC: the host (under its own VI lock) is the
+         * ring's only producer, and the NIC takes the token at its next
+         * turn; only a full ring needs the NIC's lock, to take tokens. */
+        struct via_db_queue *q = &vi->db->rq;
+        uint32_t prod = atomic_load_explicit(&q->prod, memory_order_relaxed);
+        if (prod - atomic_load_explicit(&q->cons, memory_order_acquire) >= VIA_DB_SLOTS) {
+            fw_lock(&vi->lock);
+            fw_bell_take(q, &vi->rq, NULL);
+            fw_unlock(&vi->lock);
+        }
+        q->tok[prod % VIA_DB_SLOTS] = *tok;
+        atomic_store_explicit(&q->prod, prod + 1, memory_order_release);
+        FW_TRACE(nic, st, vi->vi_id, 0, bytes);
+        return 0;
+    }
     fw_lock(&vi->lock);
     uint64_t cost = 0;
     if (nic->paced) {

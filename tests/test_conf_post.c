@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "lib/tconf.h"
+#include "via_abi.h" /* VIA_DB_SLOTS: how many tokens a doorbell ring holds */
 
 static int pair(struct tc_pair *p, VIP_RELIABILITY_LEVEL rel)
 {
@@ -272,6 +273,46 @@ out:
     tc_pair_close(&p);
 }
 
+/* Many receives outstanding at once, more than a doorbell ring holds (the
+ * host rings R1 without the NIC's lock until its ring is full; the NIC
+ * then takes tokens into its queue first): every message lands in its own
+ * buffer, whole, and the receives complete in posting order. */
+static void test_many_receives_outstanding(void)
+{
+    struct tc_pair p;
+    enum { N = 3 * VIA_DB_SLOTS + 17, LEN = 48 };
+    struct tl_buf rb = {0}, sb = {0};
+    VIP_DESCRIPTOR *d;
+    if (pair(&p, VIP_SERVICE_RELIABLE_DELIVERY))
+        goto out;
+    TRC(tl_buf_alloc(&RX(&p)->t, &rb, (size_t)N * (64 + LEN)), VIP_SUCCESS);
+    TRC(tl_buf_alloc(&TX(&p)->t, &sb, (size_t)N * (64 + LEN)), VIP_SUCCESS);
+    for (unsigned i = 0; i < N; i++) {
+        VIP_DESCRIPTOR *r = (VIP_DESCRIPTOR *)(void *)(rb.p + 64 * i);
+        tl_desc_1(r, rb.p + 64 * N + LEN * i, LEN, rb.mh);
+        TRC(VipPostRecv(RX(&p)->vi, r, rb.mh), VIP_SUCCESS);
+    }
+    for (unsigned i = 0; i < N; i++) {
+        VIP_DESCRIPTOR *sd = (VIP_DESCRIPTOR *)(void *)(sb.p + 64 * i);
+        uint32_t len = 1 + i % LEN;
+        tl_fill(sb.p + 64 * N + LEN * i, len, i);
+        tl_desc_1(sd, sb.p + 64 * N + LEN * i, len, sb.mh);
+        TRC(VipPostSend(TX(&p)->vi, sd, sb.mh), VIP_SUCCESS);
+        TCHK((d = tc_wait(TX(&p)->vi, 0, 5000)) == sd);
+    }
+    for (unsigned i = 0; i < N; i++) {
+        TCHK((d = tc_wait(RX(&p)->vi, 1, 5000)) == (VIP_DESCRIPTOR *)(void *)(rb.p + 64 * i));
+        CU_ASSERT_EQUAL(d->CS.Status & VIP_STATUS_ERROR_MASK, 0);
+        CU_ASSERT_EQUAL(d->CS.Length, 1 + i % LEN);
+        CU_ASSERT_EQUAL(tl_verify(rb.p + 64 * N + LEN * i, 1 + i % LEN, i), -1);
+    }
+    TRC_SOFT(VipRecvDone(RX(&p)->vi, &d), VIP_NOT_DONE);
+out:
+    tc_pair_close(&p);
+    tl_buf_free(&rb);
+    tl_buf_free(&sb);
+}
+
 /* MaxDescriptorsPerQueue descriptors may be outstanding on a work queue;
  * one more is refused until one completes. */
 static void test_queue_depth(void)
@@ -354,6 +395,7 @@ int main(int argc, char **argv)
         TL_TEST(test_receive_formats),
         TL_TEST(test_send_length_field),
         TL_TEST(test_completion_order),
+        TL_TEST(test_many_receives_outstanding),
         TL_TEST(test_queue_depth),
         TL_TEST(test_bad_arguments),
         TL_END,

@@ -90,7 +90,9 @@ bool nic_vi_take_error(struct fw_vi *vi, struct nic_error *e);
 /*
  * T1/R1 Ring: the host writes one token into the VI's doorbell ring. The
  * NIC has hardware doorbells in the native profile: it takes the send
- * doorbell at once and runs as far as it can on the caller's CPU. A paced
+ * doorbell at once and runs as far as it can on the caller's CPU; a
+ * receive doorbell waits in the ring for the NIC's next turn (the caller
+ * serializes the posts of one queue, as the host library's VI lock does). A paced
  * NIC finds doorbells by its scan; its work is modelled from rung_ns and
  * done by whoever next lends it a CPU. Returns the host's cost (ns) of
  * Build + Ring in the profile, which the caller spends before returning.
