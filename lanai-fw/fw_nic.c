@@ -184,6 +184,11 @@ void nic_vi_disconnect(struct fw_vi *vi)
     fw_unlock(&vi->lock);
 }
 
+const _Atomic bool *nic_vi_error_flag(const struct fw_vi *vi)
+{
+    return &vi->err_pending;
+}
+
 bool nic_vi_take_error(struct fw_vi *vi, struct nic_error *e)
 {
     if (!atomic_load_explicit(&vi->err_pending, memory_order_acquire))

@@ -25,6 +25,14 @@ static_assert(offsetof(VIP_CONTROL_SEGMENT, ImmediateData) == 20, "imm offset");
 void fw_xdata_copy(const struct fw_xdes *d, uint32_t off, uint8_t *nic, uint32_t len,
                    enum hal_dma dir)
 {
+    /* The usual case, one segment holding the whole range: one copy. */
+    if (d->segcount == 1 && len <= d->seg[0].len && off <= d->seg[0].len - len) {
+        if (dir == HAL_DMA_TO_HOST)
+            hal_dma_to_host(d->seg[0].va + off, nic, len);
+        else
+            hal_dma_gather(nic, d->seg[0].va + off, len, dir);
+        return;
+    }
     for (unsigned i = 0; i < d->segcount && len; i++) {
         uint32_t sl = d->seg[i].len;
         if (off >= sl) {

@@ -86,6 +86,10 @@ bool nic_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t 
 /* Local disconnect or destroy: flush every queued descriptor, detach. */
 void nic_vi_disconnect(struct fw_vi *vi);
 bool nic_vi_take_error(struct fw_vi *vi, struct nic_error *e);
+/* A flag the host may read without a call (as it reads a status word):
+ * set while nic_vi_take_error has something, a hint only (the take
+ * decides). It lives as long as the VI. */
+const _Atomic bool *nic_vi_error_flag(const struct fw_vi *vi);
 
 /*
  * T1/R1 Ring: the host writes one token into the VI's doorbell ring. The

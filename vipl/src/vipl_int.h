@@ -118,6 +118,7 @@ struct vip_vi {
     struct fw_lock lock;         /* the host's queues below (the NIC locks its own) */
     struct fw_vi *hw;            /* the NIC's VI (nic.h) */
     bool paced;                  /* its NIC keeps a timing model (nic_paced) */
+    const _Atomic bool *err_flag; /* nic_vi_error_flag */
     VIP_VI_ATTRIBUTES attr;
     struct vip_cq *scq, *rcq;
     struct vip_queue sq, rq;
@@ -228,8 +229,14 @@ void vipl_ext_vi_fini(struct vip_vi *vi);
 
 /* ---- vipl_wait.c: progress, completion and waiting ----------------------------------- */
 /* Deliver an asynchronous error the NIC left on the VI (call unlocked):
- * tell the kernel agent if the VI broke its connection, then the program. */
-void vipl_deliver_error(struct vip_vi *vi);
+ * tell the kernel agent if the VI broke its connection, then the program.
+ * Every post and Done asks: the look at the NIC's flag is inline. */
+void vipl_take_error(struct vip_vi *vi);
+static inline void vipl_deliver_error(struct vip_vi *vi)
+{
+    if (atomic_load_explicit(vi->err_flag, memory_order_acquire))
+        vipl_take_error(vi);
+}
 /* Map a VI id and incarnation of this NIC to its handle (NULL if gone). */
 struct vip_vi *vipl_vi_by_id(struct vip_nic *n, uint32_t id, uint16_t gen);
 /* Poll ready() (which lends the NIC our CPU), then sleep on the session's

@@ -104,6 +104,7 @@ VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES *ViAttribs,
     }
     atomic_init(&vi->lock.held, 0);
     vi->paced = nic_paced(n->hw);
+    vi->err_flag = nic_vi_error_flag(vi->hw);
     vipl_notifiers_init(&vi->notify);
     if (scq)
         atomic_fetch_add(&scq->nvis, 1);

@@ -72,7 +72,7 @@ static void spin_adapt(struct vip_nic *n, bool slept, uint64_t slept_ns)
         atomic_store_explicit(&n->spin_ns, (uint32_t)t, memory_order_relaxed);
 }
 
-void vipl_deliver_error(struct vip_vi *vi)
+void vipl_take_error(struct vip_vi *vi)
 {
     struct nic_error ne;
     if (!nic_vi_take_error(vi->hw, &ne))
