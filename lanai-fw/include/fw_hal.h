@@ -18,6 +18,18 @@
 #include <emmintrin.h>
 #endif
 
+/* len bytes, w <= len <= 2w, as the first and the last w bytes (they
+ * overlap when len < 2w): two loads, then two stores. w is a constant at
+ * every call, so each copy is one load or store of that width. */
+static inline void hal_copy_ends(uint8_t *d, const uint8_t *s, uint32_t len, uint32_t w)
+{
+    uint64_t a, b;
+    memcpy(&a, s, w);
+    memcpy(&b, s + len - w, w);
+    memcpy(d, &a, w);
+    memcpy(d + len - w, &b, w);
+}
+
 /* The DMA engine's copy. A small message's data (up to 16 bytes) moves in
  * two loads and two stores that may overlap, with no call: a call to
  * memcpy costs more than the bytes. Constant lengths fold to one branch. */
@@ -28,17 +40,9 @@ static inline void hal_copy(void *dst, const void *src, uint32_t len)
     if (len > 16) {
         memcpy(d, s, len);
     } else if (len >= 8) {
-        uint64_t a, b;
-        memcpy(&a, s, 8);
-        memcpy(&b, s + len - 8, 8);
-        memcpy(d, &a, 8);
-        memcpy(d + len - 8, &b, 8);
+        hal_copy_ends(d, s, len, 8);
     } else if (len >= 4) {
-        uint32_t a, b;
-        memcpy(&a, s, 4);
-        memcpy(&b, s + len - 4, 4);
-        memcpy(d, &a, 4);
-        memcpy(d + len - 4, &b, 4);
+        hal_copy_ends(d, s, len, 4);
     } else {
         for (uint32_t i = 0; i < len; i++)
             d[i] = s[i];
