@@ -899,7 +899,7 @@ static inline void bu_bw_row(const struct bu_opts *o, uint32_t size, uint64_t n,
 {
     double bytes = (double)size * (double)n;
     if (o->csv)
-        printf("%u,%" PRIu64 ",%.6f,%.2f,%.2f,%.0f\n", size, n, sec, bytes / sec / 1e6,
+        printf("%u,%" PRIu64 ",%.9f,%.2f,%.2f,%.0f\n", size, n, sec, bytes / sec / 1e6,
                8 * bytes / sec / 1e6, (double)n / sec);
     else
         printf(" %-9u %-12" PRIu64 " %-11.4f %-13.2f %-15.2f %-12.4f\n", size, n, sec,
