@@ -241,7 +241,6 @@ bool kd_remote_cancel(struct kd_conn *cn)
 
 /* ---- the acceptor's side ---------------------------------------------------------------- */
 
-
 static void refuse(struct kd_host *h, uint32_t req_id, int32_t status)
 {
     struct via_host_conn_rej m = {.req_id = req_id, .status = status};

@@ -206,24 +206,40 @@ bool nic_vi_take_error(struct fw_vi *vi, struct nic_error *e)
 
 /* ---- T1/R1 Ring --------------------------------------------------------------------- */
 
+/* The token into the VI's doorbell ring, published by prod (the host is
+ * the ring's only producer: the library's VI lock). A full ring is first
+ * emptied into the NIC's queue (the NIC takes tokens whenever asked),
+ * under the NIC's lock: `locked` says the caller holds it already.
+ * at_ns: when the programmed I/O completes (send rings only). */
+static void ring_put(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
+                     uint64_t at_ns, bool locked)
+{
+    struct via_db_queue *q = recv ? &vi->db->rq : &vi->db->sq;
+    uint64_t *ring_ns = recv ? NULL : vi->db_ring_ns;
+    uint32_t prod = atomic_load_explicit(&q->prod, memory_order_relaxed);
+    if (prod - atomic_load_explicit(&q->cons, memory_order_acquire) >= VIA_DB_SLOTS) {
+        if (!locked)
+            fw_lock(&vi->lock);
+        fw_bell_take(q, recv ? &vi->rq : &vi->sq, ring_ns);
+        if (!locked)
+            fw_unlock(&vi->lock);
+    }
+    q->tok[prod % VIA_DB_SLOTS] = *tok;
+    if (ring_ns)
+        ring_ns[prod % VIA_DB_SLOTS] = at_ns;
+    atomic_store_explicit(&q->prod, prod + 1, memory_order_release);
+}
+
 uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
                   enum fw_ext_mode mode, uint32_t bytes, uint64_t rung_ns)
 {
     struct fw_nic *nic = vi->nic;
     enum via_stage st = recv ? VIA_ST_R1_RING : VIA_ST_T1_RING;
     if (recv && !nic->paced) {
-        /* R1 on a native NIC: the host (under its own VI lock) is the
-         * ring's only producer, and the NIC takes the token at its next
-         * turn; only a full ring needs the NIC's lock, to take tokens. */
-        struct via_db_queue *q = &vi->db->rq;
-        uint32_t prod = atomic_load_explicit(&q->prod, memory_order_relaxed);
-        if (prod - atomic_load_explicit(&q->cons, memory_order_acquire) >= VIA_DB_SLOTS) {
-            fw_lock(&vi->lock);
-            fw_bell_take(q, &vi->rq, NULL);
-            fw_unlock(&vi->lock);
-        }
-        q->tok[prod % VIA_DB_SLOTS] = *tok;
-        atomic_store_explicit(&q->prod, prod + 1, memory_order_release);
+        /* R1 on a native NIC: no model to keep and nothing to run now (the
+         * NIC takes the token at its next turn), so no lock of the NIC's
+         * unless the ring is full. */
+        ring_put(vi, true, tok, 0, false);
         FW_TRACE(nic, st, vi->vi_id, 0, bytes);
         return 0;
     }
@@ -234,16 +250,7 @@ uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
         fw_account(nic, st, vi->vi_id, recv ? 0 : vi->tx_seq + 1, bytes, c);
         cost = (uint64_t)c;
     }
-    struct via_db_queue *q = recv ? &vi->db->rq : &vi->db->sq;
-    struct fw_wq *wq = recv ? &vi->rq : &vi->sq;
-    uint64_t *ring_ns = recv ? NULL : vi->db_ring_ns;
-    uint32_t prod = atomic_load_explicit(&q->prod, memory_order_relaxed);
-    if (prod - atomic_load_explicit(&q->cons, memory_order_acquire) >= VIA_DB_SLOTS)
-        fw_bell_take(q, wq, ring_ns); /* the NIC takes tokens whenever asked */
-    q->tok[prod % VIA_DB_SLOTS] = *tok;
-    if (ring_ns)
-        ring_ns[prod % VIA_DB_SLOTS] = rung_ns + cost; /* the PIO completes then */
-    atomic_store_explicit(&q->prod, prod + 1, memory_order_release);
+    ring_put(vi, recv, tok, rung_ns + cost, true);
     FW_TRACE(nic, st, vi->vi_id, recv ? 0 : vi->tx_seq + 1, bytes);
     if (!recv && !nic->paced) {
         /* Hardware doorbells: the NIC is pointed at this VI and runs at once,

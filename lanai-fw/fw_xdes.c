@@ -22,15 +22,21 @@ static_assert(offsetof(VIP_CONTROL_SEGMENT, Status) == 28, "status offset");
 static_assert(offsetof(VIP_CONTROL_SEGMENT, Length) == 24, "length offset");
 static_assert(offsetof(VIP_CONTROL_SEGMENT, ImmediateData) == 20, "imm offset");
 
+/* One piece of a segment, either way. */
+static inline void seg_copy(uint64_t host_va, uint8_t *nic, uint32_t len, enum hal_dma dir)
+{
+    if (dir == HAL_DMA_TO_HOST)
+        hal_dma_to_host(host_va, nic, len);
+    else
+        hal_dma_gather(nic, host_va, len, dir);
+}
+
 void fw_xdata_copy(const struct fw_xdes *d, uint32_t off, uint8_t *nic, uint32_t len,
                    enum hal_dma dir)
 {
     /* The usual case, one segment holding the whole range: one copy. */
     if (d->segcount == 1 && len <= d->seg[0].len && off <= d->seg[0].len - len) {
-        if (dir == HAL_DMA_TO_HOST)
-            hal_dma_to_host(d->seg[0].va + off, nic, len);
-        else
-            hal_dma_gather(nic, d->seg[0].va + off, len, dir);
+        seg_copy(d->seg[0].va + off, nic, len, dir);
         return;
     }
     for (unsigned i = 0; i < d->segcount && len; i++) {
@@ -40,10 +46,7 @@ void fw_xdata_copy(const struct fw_xdes *d, uint32_t off, uint8_t *nic, uint32_t
             continue;
         }
         uint32_t k = sl - off < len ? sl - off : len;
-        if (dir == HAL_DMA_TO_HOST)
-            hal_dma_to_host(d->seg[i].va + off, nic, k);
-        else
-            hal_dma_gather(nic, d->seg[i].va + off, k, dir);
+        seg_copy(d->seg[i].va + off, nic, k, dir);
         nic += k;
         len -= k;
         off = 0;
