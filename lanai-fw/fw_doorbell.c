@@ -22,9 +22,7 @@ uint32_t fw_bell_take_rung(struct via_db_queue *q, struct fw_wq *wq, const uint6
     if (prod - cons > VIA_DB_SLOTS)
         prod = cons + VIA_DB_SLOTS;
     while (cons != prod && wq->tail - wq->head < VIA_QUEUE_DEPTH) {
-        wq->tok[wq->tail % VIA_QUEUE_DEPTH] = q->tok[cons % VIA_DB_SLOTS];
-        wq->ring_ns[wq->tail % VIA_QUEUE_DEPTH] = ring_ns ? ring_ns[cons % VIA_DB_SLOTS] : 0;
-        wq->tail++;
+        wq_put(wq, &q->tok[cons % VIA_DB_SLOTS], ring_ns ? ring_ns[cons % VIA_DB_SLOTS] : 0);
         cons++;
         n++;
     }

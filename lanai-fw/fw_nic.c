@@ -230,6 +230,17 @@ static void ring_put(struct fw_vi *vi, bool recv, const struct via_db_token *tok
     atomic_store_explicit(&q->prod, prod + 1, memory_order_release);
 }
 
+/* A native send's token, with the NIC's lock held: the NIC runs now and
+ * would take it off the doorbell ring at once, so it goes straight into the
+ * NIC's queue (a hardware doorbell queue), unless older tokens wait in the
+ * ring (they go first) or the queue is full. */
+static bool queue_direct(const struct fw_vi *vi)
+{
+    return atomic_load_explicit(&vi->db->sq.prod, memory_order_relaxed) ==
+               atomic_load_explicit(&vi->db->sq.cons, memory_order_relaxed) &&
+           vi->sq.tail - vi->sq.head < VIA_QUEUE_DEPTH;
+}
+
 uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
                   enum fw_ext_mode mode, uint32_t bytes, uint64_t rung_ns)
 {
@@ -250,7 +261,10 @@ uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
         fw_account(nic, st, vi->vi_id, recv ? 0 : vi->tx_seq + 1, bytes, c);
         cost = (uint64_t)c;
     }
-    ring_put(vi, recv, tok, rung_ns + cost, true);
+    if (!recv && !nic->paced && queue_direct(vi))
+        wq_put(&vi->sq, tok, 0);
+    else
+        ring_put(vi, recv, tok, rung_ns + cost, true);
     FW_TRACE(nic, st, vi->vi_id, recv ? 0 : vi->tx_seq + 1, bytes);
     if (!recv && !nic->paced) {
         /* Hardware doorbells: the NIC is pointed at this VI and runs at once,

@@ -31,8 +31,8 @@ static inline void seg_copy(uint64_t host_va, uint8_t *nic, uint32_t len, enum h
         hal_dma_gather(nic, host_va, len, dir);
 }
 
-void fw_xdata_copy(const struct fw_xdes *d, uint32_t off, uint8_t *nic, uint32_t len,
-                   enum hal_dma dir)
+void fw_xdata_copy_segs(const struct fw_xdes *d, uint32_t off, uint8_t *nic, uint32_t len,
+                        enum hal_dma dir)
 {
     /* The usual case, one segment holding the whole range: one copy. */
     if (d->segcount == 1 && len <= d->seg[0].len && off <= d->seg[0].len - len) {

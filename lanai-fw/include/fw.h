@@ -300,6 +300,14 @@ bool fw_rx_pending(const struct fw_vi *vi);
 void fw_link_check(struct fw_vi *vi);
 
 /* ---- stage helpers shared by fw_tx.c and fw_rx.c ----------------------------- */
+/* One token into the NIC's work queue (room checked by the caller). */
+static inline void wq_put(struct fw_wq *wq, const struct via_db_token *tok, uint64_t ring_ns)
+{
+    wq->tok[wq->tail % VIA_QUEUE_DEPTH] = *tok;
+    wq->ring_ns[wq->tail % VIA_QUEUE_DEPTH] = ring_ns;
+    wq->tail++;
+}
+
 /* T2/R2 Bell: move tokens from the doorbell ring into the NIC work queue;
  * ring_ns (may be NULL) gives the time each doorbell slot was rung. The
  * look at an empty ring (every turn has one) is inline. */
@@ -331,8 +339,24 @@ const struct fw_token_kind *fw_token_kind(const struct via_db_token *tok);
 /* T4/R5 data movement: copy `len` bytes at message offset `off` between NIC
  * staging and the descriptor's segments: scatter to the host, or gather
  * from it (into a link's packet: fw_link_dma says how). */
-void fw_xdata_copy(const struct fw_xdes *d, uint32_t off, uint8_t *nic, uint32_t len,
-                   enum hal_dma dir);
+void fw_xdata_copy_segs(const struct fw_xdes *d, uint32_t off, uint8_t *nic, uint32_t len,
+                        enum hal_dma dir);
+/* A small message (up to 16 bytes) in one segment, the usual case of a
+ * message-rate stream, is copied inline: a call would cost more than the
+ * bytes (its register saves are stores, and stores queue behind the ring's). */
+static inline void fw_xdata_copy(const struct fw_xdes *d, uint32_t off, uint8_t *nic,
+                                 uint32_t len, enum hal_dma dir)
+{
+    if (len <= 16 && d->segcount == 1 && len <= d->seg[0].len && off <= d->seg[0].len - len) {
+        uint8_t *host = (uint8_t *)(uintptr_t)(d->seg[0].va + off);
+        if (dir == HAL_DMA_TO_HOST)
+            hal_copy(host, nic, len);
+        else
+            hal_copy(nic, host, len);
+        return;
+    }
+    fw_xdata_copy_segs(d, off, nic, len, dir);
+}
 /* TPT check of one host range; returns 0 or VIP_STATUS_PROTECTION_ERROR. */
 uint32_t fw_tpt_check(const struct fw_vi *vi, uint32_t handle, uint64_t va, uint64_t len);
 /* The same, giving the entry that allowed it (NULL: refused), so that more

@@ -111,7 +111,7 @@ struct vip_vi *vipl_vi_by_id(struct vip_nic *n, uint32_t id, uint16_t gen)
 }
 
 /* Take a completed descriptor off the head of one of a VI's queues. */
-static bool pop_done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out)
+static inline bool pop_done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out)
 {
     struct vip_queue *q = recv ? &vi->rq : &vi->sq;
     bool got = false;
