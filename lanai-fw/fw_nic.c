@@ -45,6 +45,8 @@ struct fw_nic *nic_create(const struct nic_params *p)
     nic->prof_own = p->prof ? *p->prof : p->np->prof;
     nic->prof = &nic->prof_own;
     nic->paced = nic->prof_own.paced != 0;
+    static const _Atomic uint32_t never;
+    nic->stage_trace = nic->paced ? &never : &nic->st->trace_on;
     nic->own_thread = p->own_thread;
     fw_cma_init(nic);
     atomic_store(&nic->held_min, UINT64_MAX);

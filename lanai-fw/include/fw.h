@@ -202,6 +202,9 @@ struct fw_nic {
     struct via_profile prof_own;     /* ours: the shared page's copy is anyone's to edit */
     bool paced;
     bool cma_on;                     /* VIP_CMA=1: the rendezvous is allowed */
+    /* The word a stage looks at to know whether to trace: the status page's
+     * switch, or (paced: fw_account traces instead) a word that stays 0. */
+    const _Atomic uint32_t *stage_trace;
 
     /* The VI table, and which VIs the NIC must visit besides those whose
      * arrival bit a peer set (a held effect, a stalled send, a wake owed). */
@@ -439,9 +442,10 @@ static inline bool fw_tracing(const struct fw_nic *nic)
 {
     return atomic_load_explicit(&nic->st->trace_on, memory_order_relaxed) != 0;
 }
+/* A stage's own trace record (native NICs; one load and a branch when off). */
 #define FW_TRACE(nic, st, vi, seq, len)                                              \
     do {                                                                             \
-        if (!(nic)->paced && fw_tracing(nic))                                        \
+        if (atomic_load_explicit((nic)->stage_trace, memory_order_relaxed))          \
             fw_trace((nic), (st), (vi), (seq), (len), 0);                            \
     } while (0)
 
