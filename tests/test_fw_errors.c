@@ -15,6 +15,8 @@
 
 /* ---- bad descriptors ---------------------------------------------------------------- */
 
+#define IDX_CUT 6u /* a registration that ends inside a descriptor */
+
 /* Post sd on A (and let B run); return sd's status. */
 static uint32_t send_bad(VIP_DESCRIPTOR *sd, uint32_t desc_mh)
 {
@@ -89,6 +91,18 @@ static void test_bad_descriptors_unreliable(void)
         CU_ASSERT_EQUAL(e.desc_va, 0);
     }
     still_works(seq++);
+    /* a registration that ends inside the descriptor: its control
+     * segment is in (so the error is told there), its segment table is
+     * not. One data segment (the fetch's short path) and two (the general
+     * one), in regions of 40 and 56 bytes: the last segment sticks out. */
+    for (unsigned nseg = 1; nseg <= 2; nseg++) {
+        VIP_DESCRIPTOR *cut = (VIP_DESCRIPTOR *)(void *)(F.mem + OFF_SPARE);
+        uint32_t cut_mh = reg(IDX_CUT, 1, PTAG_A, cut, 32 + 16 * nseg - 8, 0);
+        tl_desc_split(cut, data, 10 * nseg, nseg, F.mh);
+        ERR_EXPECT(send_bad(cut, cut_mh), VIP_STATUS_PROTECTION_ERROR);
+        atomic_store(&F.tpt[IDX_CUT].gen, 0);
+        still_works(seq++);
+    }
     /* total length above the VI's MaxTransferSize */
     set_vi(F.a, PTAG_A, 1000, false);
     tl_desc_split(sd, data, 1001, 3, F.mh);
@@ -119,7 +133,7 @@ static void test_bad_descriptors_unreliable(void)
         ERR_EXPECT(send_bad(sd, F.mh), VIP_STATUS_FORMAT_ERROR);
     }
     still_works(seq++);
-    CU_ASSERT(atomic_load(&F.dba->cnt.desc_errors) >= 12);
+    CU_ASSERT(atomic_load(&F.dba->cnt.desc_errors) >= 14);
     CU_ASSERT_TRUE(no_error(F.a)); /* unreliable: a bad descriptor is not the VI's error */
     teardown();
 }
