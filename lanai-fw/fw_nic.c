@@ -213,8 +213,8 @@ bool nic_vi_take_error(struct fw_vi *vi, struct nic_error *e)
  * emptied into the NIC's queue (the NIC takes tokens whenever asked),
  * under the NIC's lock: `locked` says the caller holds it already.
  * at_ns: when the programmed I/O completes (send rings only). */
-static void ring_put(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
-                     uint64_t at_ns, bool locked)
+static inline void ring_put(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
+                            uint64_t at_ns, bool locked)
 {
     struct via_db_queue *q = recv ? &vi->db->rq : &vi->db->sq;
     uint64_t *ring_ns = recv ? NULL : vi->db_ring_ns;
