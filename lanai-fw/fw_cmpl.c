@@ -118,14 +118,12 @@ static void wake_sleepers(struct via_event_page *ev)
     }
 }
 
-/* The same for a connection's receiving end (via_chan_dir's wake word):
- * the (2) fence is the caller's. */
-void fw_wake_dir(struct via_chan_dir *d)
+/* The same for a connection's receiving end (via_chan_dir's wake word),
+ * once fw_wake_dir (fw.h) has seen a sleeper: the (2) fence is the caller's. */
+void fw_wake_dir_sleepers(struct via_chan_dir *d)
 {
-    if (d && atomic_load_explicit(&d->rx_sleepers, memory_order_relaxed)) {
-        atomic_fetch_add(&d->rx_wake, 1);
-        syscall(SYS_futex, &d->rx_wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-    }
+    atomic_fetch_add(&d->rx_wake, 1);
+    syscall(SYS_futex, &d->rx_wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 /* Our direction of the link, where the peer is the receiver; our peer's

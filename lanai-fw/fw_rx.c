@@ -567,8 +567,10 @@ static void rx_packets(struct fw_vi *vi)
 {
     struct fw_link *l = &vi->link;
     unsigned n = 0;
-    rx_answer(vi); /* what the link was too full to take last time */
-    rx_respond(vi);
+    if (vi->ack_owed || vi->nak_owed)
+        rx_answer(vi); /* what the link was too full to take last time */
+    if (vi->rresp.active)
+        rx_respond(vi);
     for (;;) {
         struct via_wire_hdr h;
         const uint8_t *payload;

@@ -389,8 +389,14 @@ void fw_notify(struct via_event_page *ev, uint32_t vi_id);
 /* fw_notify of the peer's VI, and the wake word of its end of the link
  * (via_chan_dir.rx_wake), which its VI waits sleep on. */
 void fw_notify_peer(struct fw_vi *vi);
-/* Wake the host's waits asleep on a link end's word (fence (2) done). */
-void fw_wake_dir(struct via_chan_dir *d);
+/* Wake the host's waits asleep on a link end's word (fence (2) done); the
+ * look for a sleeper, every turn's, is inline. */
+void fw_wake_dir_sleepers(struct via_chan_dir *d);
+static inline void fw_wake_dir(struct via_chan_dir *d)
+{
+    if (d && atomic_load_explicit(&d->rx_sleepers, memory_order_relaxed))
+        fw_wake_dir_sleepers(d);
+}
 /* The asymmetric fence of the wake-up protocol (fw_cmpl.c): register this
  * process once (nic_create), and the waiter's side, after (a). */
 void fw_asym_init(void);
