@@ -437,6 +437,39 @@ out:
         SHOW(&r);
 }
 
+/* ---- vip_self: both ends in one thread -------------------------------------------------- */
+
+/* One CSV line "mode,size,count,ns" naming the run asked for, with a time. */
+static bool self_line(const struct run *r, const char *mode, unsigned size, unsigned count)
+{
+    char want[64];
+    snprintf(want, sizeof want, "%s,%u,%u,", mode, size, count);
+    const char *l = strstr(r->out, want);
+    return l && strtod(l + strlen(want), NULL) > 0;
+}
+
+/* Both patterns, a window that does not divide the count, odd sizes (every
+ * message's marks, lengths and order are checked by the program itself). */
+static void test_self(void)
+{
+    struct run r;
+    run_bench(&r, "vip_self", "-m", "stream", "-s", "13", "-w", "7", "-n", "1000", NULL);
+    TCHK(r.status == 0);
+    TCHK(self_line(&r, "stream", 13, 1000));
+    run_bench(&r, "vip_self", "-m", "pingpong", "-s", "0", "-n", "300", NULL);
+    TCHK(r.status == 0);
+    TCHK(self_line(&r, "pingpong", 0, 300));
+    run_bench(&r, "vip_self", "-m", "pingpong", "-s", "4096", "-n", "50", NULL);
+    TCHK(r.status == 0);
+    TCHK(self_line(&r, "pingpong", 4096, 50));
+    run_bench(&r, "vip_self", "-w", "65", NULL);
+    TCHK(r.status == 1);
+    TCHK(strstr(r.err, "-w") != NULL);
+out:
+    if (CU_get_number_of_failures())
+        SHOW(&r);
+}
+
 /* ---- bad options: a clear refusal ---------------------------------------------------- */
 
 static void test_refusals(void)
@@ -469,7 +502,7 @@ int main(int argc, char **argv)
         TL_TEST(test_write_bw_all_sizes),  TL_TEST(test_write_bw_levels),
         TL_TEST(test_read_lat_all_sizes),  TL_TEST(test_send_events),
         TL_TEST(test_send_lat_active),     TL_TEST(test_send_bw_buffers),
-        TL_TEST(test_wake_first),
+        TL_TEST(test_wake_first),          TL_TEST(test_self),
         TL_TEST(test_model_vis),           TL_TEST(test_refusals),
         TL_END};
     return tl_main(argc, argv, "bench", tests);
