@@ -2,7 +2,6 @@
  * thosts.c - emulated hosts for a test (thosts.h).
  */
 #include "thosts.h"
-#include "tlib.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -106,19 +105,9 @@ void thosts_use(const struct thosts *h, unsigned i)
     setenv("VIPD_SOCKET", h->sock[i], 1);
 }
 
-unsigned thosts_fail_ms(void)
-{
-    /* Under valgrind a process runs tens of times slower, and a receiver
-     * busy copying a 1 MiB message there once looked stopped to a 2 s link
-     * timeout (the stream's first receive came back flushed). */
-    return tl_under_valgrind() ? 8000u : 2000u;
-}
-
 void thosts_quick_failures(void)
 {
-    char ms[16];
-    snprintf(ms, sizeof ms, "%u", thosts_fail_ms());
-    setenv("VIPD_HOST_TIMEOUT_MS", ms, 1);
+    setenv("VIPD_HOST_TIMEOUT_MS", "2000", 1);
     setenv("VIPD_HB_MS", "200", 1);
-    setenv("VIP_NET_TIMEOUT_MS", ms, 1);
+    setenv("VIP_NET_TIMEOUT_MS", "2000", 1);
 }

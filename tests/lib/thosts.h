@@ -28,12 +28,10 @@ struct thosts {
  * may be NULL). 0, or -1 (everything stopped again). */
 int thosts_start(struct thosts *h, unsigned n, const char *const *extra);
 void thosts_stop(struct thosts *h);
-/* Hosts, links and peers that go away are noticed within thosts_fail_ms
+/* Hosts, links and peers that go away are noticed within two seconds
  * (heartbeat, host and link timeouts in the environment the vipds and the
  * test's processes inherit): call before thosts_start. */
 void thosts_quick_failures(void);
-/* Those timeouts: 2 s, or 8 s under valgrind (make valgrind). */
-unsigned thosts_fail_ms(void);
 /* In a child: talk to host i's vipd from now on. */
 void thosts_use(const struct thosts *h, unsigned i);
 
