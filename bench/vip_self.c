@@ -183,18 +183,18 @@ int main(int argc, char **argv)
                 bu_die("-m: stream or pingpong, not \"%s\"", optarg);
             pp = !strcmp(optarg, "pingpong");
             break;
-        case 's':
-            size = (uint32_t)strtoul(optarg, NULL, 0);
-            if (size > SLOT)
+        case 's': {
+            uint64_t v = bu_parse_size(optarg, "-s");
+            if (v > SLOT)
                 bu_die("-s: at most %u bytes", SLOT);
+            size = (uint32_t)v;
             break;
+        }
         case 'n':
-            n = strtoull(optarg, NULL, 0);
+            n = bu_parse_count(optarg, "-n", 1, UINT32_MAX);
             break;
         case 'w':
-            w = (unsigned)strtoul(optarg, NULL, 0);
-            if (!w || w > WMAX)
-                bu_die("-w: 1 to %u", WMAX);
+            w = (unsigned)bu_parse_count(optarg, "-w", 1, WMAX);
             break;
         case 'd':
             dev = optarg;
@@ -207,8 +207,6 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (!n)
-        bu_die("-n: at least 1");
     struct self s = {0};
     setup(&s, dev, size, pp);
     uint64_t t0 = bu_now_ns();

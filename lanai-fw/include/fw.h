@@ -344,21 +344,24 @@ const struct fw_token_kind *fw_token_kind(const struct via_db_token *tok);
  * from it (into a link's packet: fw_link_dma says how). */
 void fw_xdata_copy_segs(const struct fw_xdes *d, uint32_t off, uint8_t *nic, uint32_t len,
                         enum hal_dma dir);
-/* A small message (up to 16 bytes) in one segment, the usual case of a
- * message-rate stream, is copied inline: a call would cost more than the
- * bytes (its register saves are stores, and stores queue behind the ring's). */
+/* One piece of a segment, either way. */
+static inline void fw_seg_copy(uint64_t host_va, uint8_t *nic, uint32_t len, enum hal_dma dir)
+{
+    if (dir == HAL_DMA_TO_HOST)
+        hal_dma_to_host(host_va, nic, len);
+    else
+        hal_dma_gather(nic, host_va, len, dir);
+}
+/* The usual case, one segment holding the whole range, is one copy and
+ * inline (a small message's copy is then a few loads and stores, no call);
+ * a range across segments goes round them out of line. */
 static inline void fw_xdata_copy(const struct fw_xdes *d, uint32_t off, uint8_t *nic,
                                  uint32_t len, enum hal_dma dir)
 {
-    if (len <= 16 && d->segcount == 1 && len <= d->seg[0].len && off <= d->seg[0].len - len) {
-        uint8_t *host = (uint8_t *)(uintptr_t)(d->seg[0].va + off);
-        if (dir == HAL_DMA_TO_HOST)
-            hal_copy(host, nic, len);
-        else
-            hal_copy(nic, host, len);
-        return;
-    }
-    fw_xdata_copy_segs(d, off, nic, len, dir);
+    if (d->segcount == 1 && len <= d->seg[0].len && off <= d->seg[0].len - len)
+        fw_seg_copy(d->seg[0].va + off, nic, len, dir);
+    else
+        fw_xdata_copy_segs(d, off, nic, len, dir);
 }
 /* TPT check of one host range; returns 0 or VIP_STATUS_PROTECTION_ERROR. */
 uint32_t fw_tpt_check(const struct fw_vi *vi, uint32_t handle, uint64_t va, uint64_t len);
