@@ -60,66 +60,78 @@ static inline bool take_seg(const struct fw_vi *vi, const struct via_tpt_entry *
 }
 
 /* The segments' total: a send's must fit the VI's MaxTransferSize; a
- * receive buffer larger than a message can ever be is fine, capped. */
-static inline void set_total(const struct fw_vi *vi, struct fw_xdes *d, bool recv, uint64_t total)
+ * receive buffer larger than a message can ever be is fine, capped. The
+ * status it leaves; *total is 0 after a length error. */
+static inline uint32_t check_total(const struct fw_vi *vi, bool recv, uint64_t *total)
 {
-    if (!recv && total > vi->max_transfer)
-        d->status = VIP_STATUS_LENGTH_ERROR;
-    else
-        d->total = total > VIA_MAX_TRANSFER ? VIA_MAX_TRANSFER : (uint32_t)total;
+    if (!recv && *total > vi->max_transfer) {
+        *total = 0;
+        return VIP_STATUS_LENGTH_ERROR;
+    }
+    if (*total > VIA_MAX_TRANSFER)
+        *total = VIA_MAX_TRANSFER;
+    return 0;
+}
+
+/* The staged descriptor's fixed part, each field written once (the
+ * segment table is filled only as far as segcount). */
+static inline void xdes_head(struct fw_xdes *d, uint64_t va, uint32_t mem_handle,
+                             uint16_t segcount, uint16_t control, uint32_t imm, uint32_t total,
+                             uint32_t status)
+{
+    d->va = va;
+    d->mem_handle = mem_handle;
+    d->segcount = segcount;
+    d->control = control;
+    d->op = VIP_CONTROL_OP_SENDRECV;
+    d->rkey = 0;
+    d->raddr = 0;
+    d->imm = imm;
+    d->total = total;
+    d->status = status;
 }
 
 void fw_xdes_fetch(struct fw_vi *vi, const struct via_db_token *tok, bool recv,
                    struct fw_xdes *d)
 {
     VIP_CONTROL_SEGMENT cs;
-
-    /* Field by field: the segment table is filled only as far as segcount. */
-    d->va = tok->desc_va;
-    d->mem_handle = tok->mem_handle;
-    d->segcount = 0;
-    d->control = 0;
-    d->op = VIP_CONTROL_OP_SENDRECV;
-    d->rkey = 0;
-    d->raddr = 0;
-    d->imm = 0;
-    d->total = 0;
-    d->status = 0;
+    uint64_t va = tok->desc_va;
+    uint32_t mh = tok->mem_handle;
 
     /* The control segment must lie in registered memory of this VI's ptag.
      * The entry that allowed it is kept for the rest of the descriptor and
      * for segments under the same handle (the usual case: one region). */
-    const struct via_tpt_entry *de = fw_tpt_find(vi, tok->mem_handle, d->va, sizeof cs);
+    const struct via_tpt_entry *de = fw_tpt_find(vi, mh, va, sizeof cs);
     if (!de) {
         /* Not a descriptor of this VI's memory: nothing may be written
          * there, not even the error (the error is the VI's). */
-        d->status = VIP_STATUS_PROTECTION_ERROR;
-        d->va = 0;
+        xdes_head(d, 0, mh, 0, 0, 0, 0, VIP_STATUS_PROTECTION_ERROR);
         return;
     }
-    if (d->va % VIP_DESCRIPTOR_ALIGNMENT) {
-        d->status = VIP_STATUS_FORMAT_ERROR; /* in registered memory: told there */
+    if (va % VIP_DESCRIPTOR_ALIGNMENT) {
+        /* In registered memory: told there. */
+        xdes_head(d, va, mh, 0, 0, 0, 0, VIP_STATUS_FORMAT_ERROR);
         return;
     }
-    hal_dma_from_host(&cs, d->va, sizeof cs);
-    d->control = cs.Control;
-    d->imm = cs.ImmediateData;
+    hal_dma_from_host(&cs, va, sizeof cs);
     if (cs.SegCount == 1 && !(cs.Control & (VIP_CONTROL_RESERVED | VIP_CONTROL_OP_MASK))) {
         /* The usual descriptor, a send or receive of one data segment: the
          * general path's checks below, for that shape alone (no format
          * check to make, no loop; about 40 instructions fewer a fetch). */
         uint64_t total = 0;
-        if (!fw_tpt_within(de, d->va, sizeof cs + sizeof(VIP_DATA_SEGMENT))) {
-            d->status = VIP_STATUS_PROTECTION_ERROR;
-            return;
+        uint16_t segs = 0;
+        uint32_t status = VIP_STATUS_PROTECTION_ERROR;
+        if (fw_tpt_within(de, va, sizeof cs + sizeof(VIP_DATA_SEGMENT))) {
+            segs = 1;
+            if (take_seg(vi, de, mh, va + sizeof cs, d, 0, &total))
+                status = check_total(vi, recv, &total);
+            else
+                total = 0;
         }
-        d->segcount = 1;
-        if (!take_seg(vi, de, tok->mem_handle, d->va + sizeof cs, d, 0, &total))
-            d->status = VIP_STATUS_PROTECTION_ERROR;
-        else
-            set_total(vi, d, recv, total);
+        xdes_head(d, va, mh, segs, cs.Control, cs.ImmediateData, (uint32_t)total, status);
         return;
     }
+    xdes_head(d, va, mh, 0, cs.Control, cs.ImmediateData, 0, 0);
     d->op = cs.Control & VIP_CONTROL_OP_MASK;
 
     /* RDMA is the send queue's: DS[0] is then the remote address segment,
@@ -158,5 +170,6 @@ void fw_xdes_fetch(struct fw_vi *vi, const struct via_db_token *tok, bool recv,
             return;
         }
     }
-    set_total(vi, d, recv, total);
+    d->status = check_total(vi, recv, &total);
+    d->total = (uint32_t)total;
 }

@@ -174,25 +174,21 @@ static inline bool pop_done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out)
 /* Progress one VI and pop a completed descriptor of one of its queues.
  * *held: a paced effect that is known but held until its modelled time.
  * A native NIC's completion already there (a stream's earlier turns
- * complete descriptors by the window) is taken first: the NIC's turn is
- * lent only when nothing is done, since a turn that finds nothing to do
+ * complete descriptors by the window) is taken first, inline, with no call
+ * and so no saved registers (done); the NIC's turn is lent only when
+ * nothing is done (done_progress), since a turn that finds nothing to do
  * still costs a look at every ring of the VI. A paced NIC is always lent
  * the CPU first: its effects wait for their modelled time, and a poll is
  * when they come due. */
-static VIP_RETURN done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out, uint64_t *held)
+static __attribute__((noinline)) VIP_RETURN done_progress(struct vip_vi *vi, bool recv,
+                                                         VIP_DESCRIPTOR **out, uint64_t *held)
 {
     VIP_RETURN rc = VIP_NOT_DONE;
-    if (!vi->paced && pop_done(vi, recv, out)) {
+    uint64_t h = nic_vi_progress(vi->hw, true);
+    if (held)
+        *held = h;
+    if (pop_done(vi, recv, out))
         rc = VIP_SUCCESS;
-        if (held)
-            *held = 0;
-    } else {
-        uint64_t h = nic_vi_progress(vi->hw, true);
-        if (held)
-            *held = h;
-        if (pop_done(vi, recv, out))
-            rc = VIP_SUCCESS;
-    }
     vipl_deliver_error(vi);
     /* Counted per VI, with plain loads and stores: threads polling one VI
      * at once may lose counts, which only moves a yield. */
@@ -207,6 +203,18 @@ static VIP_RETURN done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out, uint6
         atomic_store_explicit(&vi->idle_polls, idle, memory_order_relaxed);
     }
     return rc;
+}
+
+static inline VIP_RETURN done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out, uint64_t *held)
+{
+    if (vi->paced || !pop_done(vi, recv, out))
+        return done_progress(vi, recv, out, held);
+    if (held)
+        *held = 0;
+    if (atomic_load_explicit(&vi->idle_polls, memory_order_relaxed))
+        atomic_store_explicit(&vi->idle_polls, 0, memory_order_relaxed);
+    vipl_deliver_error(vi);
+    return VIP_SUCCESS;
 }
 
 VIP_RETURN VipSendDone(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR **DescriptorPtr)
