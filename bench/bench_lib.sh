@@ -123,6 +123,13 @@ fi_run() {
     exit 1
 }
 
+# The unmeasured warm-up of a run of N iterations, for ucx_perftest (-w)
+# and for our side of a line compared with it (-w too): the same count
+# on both sides, a tenth of the run.
+ucx_warmup() {
+    echo $(($1 / 10 + 1))
+}
+
 # A distinct TCP port per ucx_perftest run (its handshake), away from fi's.
 UCX_PORT=$((40000 + $$ % 20000))
 UCX_SRV=
@@ -140,7 +147,7 @@ UCX_SRV=
 ucx_run() {
     local test=$1 size=$2 iters=$3 try i
     shift 3
-    local args=(-t "$test" -s "$size" -n "$iters" -w $((iters / 10 + 1)) -f -v "$@")
+    local args=(-t "$test" -s "$size" -n "$iters" -w "$(ucx_warmup "$iters")" -f -v "$@")
     for try in 1 2 3; do
         UCX_PORT=$((UCX_PORT + 1))
         timeout 150 ucx_perftest -p "$UCX_PORT" >"$WORK/ucx_srv.out" 2>&1 &
