@@ -171,6 +171,14 @@ static inline bool pop_done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out)
  */
 #define IDLE_POLLS 1024u
 
+/* A poll found something: the VI's count of empty polls starts again (a
+ * store only when the count is not 0 already). */
+static inline void polls_found(struct vip_vi *vi)
+{
+    if (atomic_load_explicit(&vi->idle_polls, memory_order_relaxed))
+        atomic_store_explicit(&vi->idle_polls, 0, memory_order_relaxed);
+}
+
 /* Progress one VI and pop a completed descriptor of one of its queues.
  * *held: a paced effect that is known but held until its modelled time.
  * A native NIC's completion already there (a stream's earlier turns
@@ -194,8 +202,7 @@ static __attribute__((noinline)) VIP_RETURN done_progress(struct vip_vi *vi, boo
      * at once may lose counts, which only moves a yield. */
     uint32_t idle = atomic_load_explicit(&vi->idle_polls, memory_order_relaxed);
     if (rc == VIP_SUCCESS) {
-        if (idle)
-            atomic_store_explicit(&vi->idle_polls, 0, memory_order_relaxed);
+        polls_found(vi);
     } else if (++idle >= IDLE_POLLS) {
         atomic_store_explicit(&vi->idle_polls, 0, memory_order_relaxed);
         sched_yield();
@@ -211,8 +218,7 @@ static inline VIP_RETURN done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out
         return done_progress(vi, recv, out, held);
     if (held)
         *held = 0;
-    if (atomic_load_explicit(&vi->idle_polls, memory_order_relaxed))
-        atomic_store_explicit(&vi->idle_polls, 0, memory_order_relaxed);
+    polls_found(vi);
     vipl_deliver_error(vi);
     return VIP_SUCCESS;
 }
