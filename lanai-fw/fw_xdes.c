@@ -145,8 +145,8 @@ void fw_xdes_fetch(struct fw_vi *vi, const struct via_db_token *tok, bool recv,
         d->status = VIP_STATUS_FORMAT_ERROR;
         return;
     }
-    uint64_t seg_va = d->va + sizeof cs;
-    if (!fw_tpt_within(de, d->va, sizeof cs + (uint64_t)cs.SegCount * sizeof(VIP_DATA_SEGMENT))) {
+    uint64_t seg_va = va + sizeof cs;
+    if (!fw_tpt_within(de, va, sizeof cs + (uint64_t)cs.SegCount * sizeof(VIP_DATA_SEGMENT))) {
         d->status = VIP_STATUS_PROTECTION_ERROR;
         return;
     }
@@ -164,8 +164,8 @@ void fw_xdes_fetch(struct fw_vi *vi, const struct via_db_token *tok, bool recv,
 
     uint64_t total = 0;
     for (unsigned i = first; i < cs.SegCount; i++) {
-        if (!take_seg(vi, de, tok->mem_handle, seg_va + i * sizeof(VIP_DATA_SEGMENT), d,
-                      i - first, &total)) {
+        if (!take_seg(vi, de, mh, seg_va + i * sizeof(VIP_DATA_SEGMENT), d, i - first,
+                      &total)) {
             d->status = VIP_STATUS_PROTECTION_ERROR;
             return;
         }

@@ -191,25 +191,25 @@ static inline void polls_found(struct vip_vi *vi)
 static __attribute__((noinline)) VIP_RETURN done_progress(struct vip_vi *vi, bool recv,
                                                          VIP_DESCRIPTOR **out, uint64_t *held)
 {
-    VIP_RETURN rc = VIP_NOT_DONE;
     uint64_t h = nic_vi_progress(vi->hw, true);
     if (held)
         *held = h;
-    if (pop_done(vi, recv, out))
-        rc = VIP_SUCCESS;
+    bool got = pop_done(vi, recv, out);
     vipl_deliver_error(vi);
+    if (got) {
+        polls_found(vi);
+        return VIP_SUCCESS;
+    }
     /* Counted per VI, with plain loads and stores: threads polling one VI
      * at once may lose counts, which only moves a yield. */
-    uint32_t idle = atomic_load_explicit(&vi->idle_polls, memory_order_relaxed);
-    if (rc == VIP_SUCCESS) {
-        polls_found(vi);
-    } else if (++idle >= IDLE_POLLS) {
+    uint32_t idle = atomic_load_explicit(&vi->idle_polls, memory_order_relaxed) + 1;
+    if (idle >= IDLE_POLLS) {
         atomic_store_explicit(&vi->idle_polls, 0, memory_order_relaxed);
         sched_yield();
     } else {
         atomic_store_explicit(&vi->idle_polls, idle, memory_order_relaxed);
     }
-    return rc;
+    return VIP_NOT_DONE;
 }
 
 static inline VIP_RETURN done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out, uint64_t *held)
