@@ -44,7 +44,7 @@ HOSTDEV_PKGS := libpci libkmod
 HOSTDEV_LIBS := $(shell pkg-config --libs $(HOSTDEV_PKGS) 2>/dev/null)
 # fi_* are plain libfabric programs (references for the libfabric link), nothing of ours.
 FI_BENCH_SRCS := $(wildcard bench/fi_*.c)
-BENCH_SRCS := $(filter-out bench/am2_% $(FI_BENCH_SRCS),$(wildcard bench/*.c))
+BENCH_SRCS := $(filter-out bench/am2_% bench/model_validate.c $(FI_BENCH_SRCS),$(wildcard bench/*.c))
 AM2_BENCH_SRCS := $(wildcard bench/am2_*.c)
 TEST_SRCS  := $(wildcard tests/test_*.c)
 # The firmware tests' fixture calls internals: only INTERNAL_TESTS link it.
@@ -156,7 +156,10 @@ $(FI_BENCHES): $(B)/bin/%: $(B)/obj/bench/%.o
 
 $(BENCHES_A): $(B)/bin/%: $(B)/obj/bench/%.o $(LIBA)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(LIBA) -lpthread -lm
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBA) -lpthread -lm
+
+# vip_model's table of published figures is a file of its own.
+$(B)/bin/vip_model: $(B)/obj/bench/model_validate.o
 
 $(filter-out $(TESTS_A) $(TESTS_AM2),$(TESTS)): $(B)/tests/%: $(B)/obj/tests/%.o $(call obj,$(TEST_LIB)) $(LIBSO)
 	@mkdir -p $(dir $@)

@@ -7,6 +7,9 @@
 #        dir/PROF_rdma_write_{latency,bandwidth}.csv
 #        dir/PROF_model_bw.csv, dir/PROF_model_rdma_bw.csv (bytes,Mbit_per_s: what
 #        the model predicts for sends and for RDMA writes)
+#        dir/PROF_model_lat.csv (bytes and the model's one-way latency of each mode
+#        and of RDMA write, microseconds)
+# Each measured curve has its model beside it: the same colour, dashed.
 # writes dir/PROF_latency.png, dir/PROF_bandwidth.png
 
 if (!exists("prof")) prof = 'sbus'
@@ -27,19 +30,24 @@ set output sprintf("%s/%s_latency.png", dir, prof)
 set title sprintf("profile %s: one-way latency (RTT/2 of a ping-pong), median", prof)
 set ylabel "one-way latency [microseconds]"
 set logscale y 10
-plot f("standard", "latency") using "bytes":"median_us" with linespoints lw 2 pt 7 title "standard descriptors", \
-     f("descriptorless", "latency") using "bytes":"median_us" with linespoints lw 2 pt 5 title "descriptorless messages", \
-     f("merged", "latency") using "bytes":"median_us" with linespoints lw 2 pt 9 title "merged descriptors", \
-     f("rdma_write", "latency") using "bytes":"median_us" with linespoints lw 2 pt 11 title "RDMA write (target polls memory)"
+m = sprintf("%s/%s_model_lat.csv", dir, prof)
+plot f("standard", "latency") using "bytes":"median_us" with linespoints lw 2 pt 7 lc 1 title "standard descriptors", \
+     m using "bytes":"standard" with lines dt 2 lw 2 lc 1 title "  model", \
+     f("descriptorless", "latency") using "bytes":"median_us" with linespoints lw 2 pt 5 lc 2 title "descriptorless messages", \
+     m using "bytes":"descriptorless" with lines dt 2 lw 2 lc 2 title "  model", \
+     f("merged", "latency") using "bytes":"median_us" with linespoints lw 2 pt 9 lc 3 title "merged descriptors", \
+     m using "bytes":"merged" with lines dt 2 lw 2 lc 3 title "  model", \
+     f("rdma_write", "latency") using "bytes":"median_us" with linespoints lw 2 pt 11 lc 4 title "RDMA write (target polls memory)", \
+     m using "bytes":"rdma_write" with lines dt 2 lw 2 lc 4 title "  model"
 
 set output sprintf("%s/%s_bandwidth.png", dir, prof)
 set title sprintf("profile %s: streaming bandwidth (a window of sends in flight)", prof)
 set ylabel "bandwidth [Mbit/s]"
 unset logscale y
 set yrange [0:*]
-plot f("standard", "bandwidth") using "bytes":"Mbit_per_s" with linespoints lw 2 pt 7 title "standard descriptors", \
-     f("descriptorless", "bandwidth") using "bytes":"Mbit_per_s" with linespoints lw 2 pt 5 title "descriptorless messages", \
-     f("merged", "bandwidth") using "bytes":"Mbit_per_s" with linespoints lw 2 pt 9 title "merged descriptors", \
-     f("rdma_write", "bandwidth") using "bytes":"Mbit_per_s" with linespoints lw 2 pt 11 title "RDMA write", \
-     sprintf("%s/%s_model_bw.csv", dir, prof) using "bytes":"Mbit_per_s" with lines dt 2 lw 2 title "model prediction (standard)", \
-     sprintf("%s/%s_model_rdma_bw.csv", dir, prof) using "bytes":"Mbit_per_s" with lines dt 3 lw 2 title "model prediction (RDMA write)"
+plot f("standard", "bandwidth") using "bytes":"Mbit_per_s" with linespoints lw 2 pt 7 lc 1 title "standard descriptors", \
+     sprintf("%s/%s_model_bw.csv", dir, prof) using "bytes":"Mbit_per_s" with lines dt 2 lw 2 lc 1 title "  model", \
+     f("descriptorless", "bandwidth") using "bytes":"Mbit_per_s" with linespoints lw 2 pt 5 lc 2 title "descriptorless messages", \
+     f("merged", "bandwidth") using "bytes":"Mbit_per_s" with linespoints lw 2 pt 9 lc 3 title "merged descriptors", \
+     f("rdma_write", "bandwidth") using "bytes":"Mbit_per_s" with linespoints lw 2 pt 11 lc 4 title "RDMA write", \
+     sprintf("%s/%s_model_rdma_bw.csv", dir, prof) using "bytes":"Mbit_per_s" with lines dt 2 lw 2 lc 4 title "  model"

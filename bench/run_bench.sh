@@ -7,6 +7,8 @@
 #   0. the paced LANai models: run_paced.sh (sbus, pci x standard, descriptorless,
 #      merged: latency and bandwidth sweeps, LogP, doorbell scan, per-stage
 #      breakdown, plots)                           -> results/{sbus,pci}_*, paced_summary.txt
+#      and the model against the published figures -> results/model_validate.{txt,md}
+#      (vip_model --validate; its verdict decides this script's exit status, at the end)
 #   then the native profile:
 #   1. latency sweep    vip_send_lat -a --csv        -> results/native_latency.csv
 #   2. bandwidth sweep  vip_send_bw -a --csv         -> results/native_bandwidth.csv
@@ -179,6 +181,9 @@ echo
 echo "=============== paced profiles: the 1998 LANai 4 models ==============="
 cat "$RES/paced_summary.txt"
 echo
+echo "=============== the timing model against the published figures (vip_model --validate) ==============="
+cat "$RES/model_validate.txt"
+echo
 echo "=============== AM-II over the NIC and shared memory (one-way = round trip / 2) ==============="
 cat "$RES/am2_summary.txt"
 echo
@@ -187,4 +192,10 @@ if [ -f "$RES/native_compare.txt" ]; then
     cat "$RES/native_compare.txt"
 else
     echo "no comparison table (fi_pingpong is missing); sweeps in $RES"
+fi
+
+# The model's validation is the suite's verdict on the paced profiles.
+if [ "$(cat "$RES/model_validate.status" 2>/dev/null || echo 1)" != 0 ]; then
+    say "vip_model --validate: figures outside their tolerance (results/model_validate.txt)"
+    exit 1
 fi

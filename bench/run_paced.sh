@@ -17,8 +17,13 @@
 #   PROFILE_breakdown.txt       median modelled time per stage (vipctl trace stats)
 #   PROFILE_model.csv           what vip_model predicts (no measurement)
 #   PROFILE_model_bw.csv, PROFILE_model_rdma_bw.csv   its bandwidth curves, for the plots
+#   PROFILE_model_lat.csv       its latency curve of each mode and of RDMA write, for the plots
 #   PROFILE_latency.png, PROFILE_bandwidth.png   one curve per mode
 #   paced_summary.txt           the tables printed at the end
+#   model_validate.txt, .md     vip_model --validate: the model and these measurements
+#                               against every published figure (sbus and pci both run);
+#                               model_validate.status holds its exit status; a full run
+#                               (not --quick) also puts the table into bench/README.md
 # MODE is standard, descriptorless or merged (VIP_EXT_MODE); RDMA always
 # takes the standard path, so its sweeps run once.
 set -euo pipefail
@@ -103,6 +108,15 @@ for prof in "${PROFILES[@]}"; do
         awk -F, '$2 ~ /^rdma_write_bw_/ { sub(/^rdma_write_bw_/, "", $2); print $2 "," $3 }' \
             "$RES/${prof}_model.csv"
     } >"$RES/${prof}_model_rdma_bw.csv"
+    {
+        echo "# what the timing model predicts for one-way latency, microseconds (vip_model)"
+        echo "bytes,standard,descriptorless,merged,rdma_write"
+        awk -F, '$2 ~ /^lat_/ { split($2, k, "_"); v[k[3], k[2]] = $3; s[k[3]] = 1 }
+                 $2 ~ /^rdma_write_oneway_/ { sub(/^rdma_write_oneway_/, "", $2); v[$2, "rdma"] = $3 }
+                 END { for (n = 4; n <= 32768; n *= 2)
+                           printf "%d,%s,%s,%s,%s\n", n, v[n, "standard"], v[n, "descriptorless"], v[n, "merged"], v[n, "rdma"] }' \
+            "$RES/${prof}_model.csv"
+    } >"$RES/${prof}_model_lat.csv"
     VIP_PROFILE=$prof vipd_start
     for mode in "${MODES[@]}"; do
         say "   $prof/$mode: latency sweep ($(elapsed))"
@@ -177,3 +191,28 @@ done
 
 say "paced runs done ($(elapsed)); summary:"
 "$HERE/paced_summary.sh" "$RES" "${PROFILES[@]}" | tee "$RES/paced_summary.txt"
+
+# The model and these measurements against the published figures: it needs
+# both profiles' runs. Its verdict is left for run_bench.sh to report.
+if printf '%s\n' "${PROFILES[@]}" | grep -qx sbus && printf '%s\n' "${PROFILES[@]}" | grep -qx pci; then
+    st=0
+    "$BIN/vip_model" -d "$ROOT/lanai-fw/profiles" --validate --results "$RES" \
+        >"$RES/model_validate.txt" || st=$?
+    "$BIN/vip_model" -d "$ROOT/lanai-fw/profiles" --validate --results "$RES" --markdown \
+        >"$RES/model_validate.md" || true
+    echo "$st" >"$RES/model_validate.status"
+    echo
+    cat "$RES/model_validate.txt"
+    # A full run puts its table into bench/README.md, between the markers.
+    if [ "$QUICK" = 0 ] && grep -q '^<!-- vip_model --validate: begin' "$HERE/README.md"; then
+        {
+            echo "Run of $(date -u '+%Y-%m-%d %H:%M UTC') (\`make bench\`, \`bench/run_paced.sh\`):"
+            echo
+            cat "$RES/model_validate.md"
+        } >"$WORK/validate.md"
+        awk -v table="$WORK/validate.md" '
+            /^<!-- vip_model --validate: begin/ { print; while ((getline l < table) > 0) print l; skip = 1; next }
+            /^<!-- vip_model --validate: end/ { skip = 0 }
+            !skip' "$HERE/README.md" >"$WORK/README.md" && cat "$WORK/README.md" >"$HERE/README.md"
+    fi
+fi

@@ -8,6 +8,11 @@
  * `make bench` prints these beside the measurements.
  *
  *   vip_model [-d PROFILE_DIR] [--csv] [--vis N]... PROFILE...
+ *   vip_model [-d PROFILE_DIR] --validate [--results DIR] [--markdown]
+ *
+ * --validate: the model (and, with --results, the paced emulation's
+ * measurements of run_paced.sh) against every published figure it can
+ * speak to (model_validate.c); exits 1 when any is outside its tolerance.
  *
  * --vis N (repeatable): print only the predicted 4-byte one-way latency
  * with N VIs on each NIC, the doorbell-scan scaling at the VI counts a
@@ -18,6 +23,7 @@
 #include <string.h>
 
 #include "fw_model.h"
+#include "model_validate.h"
 
 /*
  * RDMA write, as the stage model has it (spec-notes/timing-model.md, "RDMA
@@ -43,25 +49,43 @@ static void rdma_write(const struct via_profile *p, uint32_t bytes, unsigned nsc
                        struct rdma_prediction *out)
 {
     const enum fw_ext_mode m = FW_EXT_STANDARD; /* the extensions carry sends only */
-    double o_s = fw_cost_post(p, m, bytes);
-    double wait = p->hw_doorbell || !p->paced ? 0 : 0.5 * nscan * p->poll_ns;
+    struct fw_prediction s;
+    fw_predict(p, m, bytes, nscan, &s); /* the host's and the loop's terms */
     double send = fw_cost_stage(p, VIA_ST_T2_BELL, m, bytes, 2) +
                   fw_cost_stage(p, VIA_ST_T3_XDES, m, bytes, 2) +
                   fw_cost_stage(p, VIA_ST_T4_XDATA, m, bytes, 1) +
                   fw_cost_stage(p, VIA_ST_T5_TRANSMIT, m, bytes, 1);
     double recv = fw_cost_stage(p, VIA_ST_R3_RECEIVE, m, bytes, 1) +
                   fw_cost_stage(p, VIA_ST_R5_XDATA, m, bytes, 1);
-    if (imm)
+    double done = 0;
+    if (imm) {
         recv += fw_cost_stage(p, VIA_ST_R4_XDES, m, bytes, 0) +
                 fw_cost_stage(p, VIA_ST_R6_UPDT, m, bytes, 0);
-    double flight = p->paced ? p->switch_ns : 0;
-    out->oneway = o_s + wait + send + flight + recv;
-    double find = p->hw_doorbell || !p->paced ? 0 : p->poll_ns;
-    double g = find + send + fw_cost_stage(p, VIA_ST_T6_UPDT, m, bytes, 2);
-    g = g > o_s ? g : o_s;
-    g = g > recv ? g : recv;
+        done = s.done; /* the target takes the immediate data's completion */
+    }
+    out->oneway = s.o_s + s.wait + send + s.flight + s.rdet + recv + done;
+    double g = fw_pair_poll(p, false) + send + fw_cost_stage(p, VIA_ST_T6_UPDT, m, bytes, 2);
+    double host = s.o_s + s.done; /* the initiator posts and takes each completion */
+    g = g > host ? g : host;
+    double target = fw_pair_poll(p, false) + recv;
+    g = g > target ? g : target;
     out->gap = g;
     out->bw_mbps = g > 0 ? bytes * 8.0 * 1000.0 / g : 0;
+}
+
+/* Which stages each LogP parameter sums (spec-notes/timing-model.md). */
+static void stage_sums(const struct fw_prediction *a)
+{
+    printf("  stage sums, 4 B (us):\n");
+    printf("    o_s = o_r = Build %.2f + Ring %.2f = %.2f\n", a->build / 1000, a->ring / 1000,
+           a->o_s / 1000);
+    printf("    L = Done %.2f + scan wait %.2f + T2..T5 %.2f + flight %.2f + look %.2f + "
+           "R3..R6 %.2f = %.2f\n", a->done / 1000, a->wait / 1000, a->send / 1000,
+           a->flight / 1000, a->rdet / 1000, a->recv / 1000, a->latency / 1000);
+    printf("    one-way = o_r + o_s + L = %.2f\n", a->oneway / 1000);
+    printf("    g = max(host o_s + Done %.2f, sending LANai step + T2..T6 %.2f, receiving "
+           "LANai step + R3..R6 %.2f) = %.2f\n", a->gap_host / 1000, a->gap_send_nic / 1000,
+           a->gap_recv_nic / 1000, a->gap / 1000);
 }
 
 static void one(const struct via_profile *p, int csv)
@@ -80,6 +104,14 @@ static void one(const struct via_profile *p, int csv)
         printf("%s,o_s,%.3f,us\n%s,o_r,%.3f,us\n%s,g,%.3f,us\n%s,L,%.3f,us\n", p->name,
                a.o_s / 1000, p->name, a.o_r / 1000, p->name, a.gap / 1000, p->name,
                a.latency / 1000);
+        printf("%s,build,%.3f,us\n%s,ring,%.3f,us\n%s,done,%.3f,us\n", p->name,
+               a.build / 1000, p->name, a.ring / 1000, p->name, a.done / 1000);
+        for (int e = 0; e < FW_EXT_NMODES; e++)
+            for (uint32_t n = 4; n <= 32768; n *= 2) {
+                fw_predict(p, (enum fw_ext_mode)e, n, 2, &m);
+                printf("%s,lat_%s_%u,%.3f,us\n", p->name, fw_ext_mode_name[e], n,
+                       m.oneway / 1000);
+            }
         for (uint32_t n = 4; n <= 32768; n *= 2) {
             fw_predict(p, FW_EXT_STANDARD, n, 2, &m);
             printf("%s,bw_%u,%.1f,Mbit/s\n", p->name, n, m.bw_mbps);
@@ -88,6 +120,8 @@ static void one(const struct via_profile *p, int csv)
             fw_predict(p, (enum fw_ext_mode)e, 4, 2, &m);
             printf("%s,ext_%s_4B,%.3f,us\n", p->name, fw_ext_mode_name[e], m.oneway / 1000);
         }
+        fw_predict_on(p, FW_EXT_STANDARD, 4, 2, true, &m);
+        printf("%s,ext_standard_on_ext_fw_4B,%.3f,us\n", p->name, m.oneway / 1000);
         for (unsigned v = 1; v <= 16; v *= 2) {
             fw_predict(p, FW_EXT_STANDARD, 4, v + 1, &m);
             printf("%s,scan_%uvi_4B,%.3f,us\n", p->name, v, m.oneway / 1000);
@@ -107,6 +141,7 @@ static void one(const struct via_profile *p, int csv)
            a.o_r / 1000, a.gap / 1000, a.latency / 1000);
     printf("  paper's formulas, 4 B: o = Build + Ring %.2f us  L %.2f us  G %.2f us\n",
            a.o_s / 1000, a.L_paper / 1000, a.g_paper / 1000);
+    stage_sums(&a);
     printf("  streaming bandwidth:");
     for (uint32_t n = 256; n <= 16384; n *= 4) {
         fw_predict(p, FW_EXT_STANDARD, n, 2, &m);
@@ -119,6 +154,8 @@ static void one(const struct via_profile *p, int csv)
         fw_predict(p, (enum fw_ext_mode)e, 4, 2, &m);
         printf("  %s %.2f us", fw_ext_mode_name[e], m.oneway / 1000);
     }
+    fw_predict_on(p, FW_EXT_STANDARD, 4, 2, true, &m);
+    printf("\n  (all three on the extension firmware: standard %.2f us)", m.oneway / 1000);
     printf("\n  doorbell scan, 4 B one-way:");
     for (unsigned v = 1; v <= 16; v *= 2) {
         fw_predict(p, FW_EXT_STANDARD, 4, v + 1, &m);
@@ -159,12 +196,14 @@ static void scan_only(const struct via_profile *p, int csv, const unsigned *vis,
         printf(" us\n");
 }
 
-#define USAGE "usage: vip_model [-d PROFILE_DIR] [--csv] [--vis N]... PROFILE...\n"
+#define USAGE                                                                            \
+    "usage: vip_model [-d PROFILE_DIR] [--csv] [--vis N]... PROFILE...\n"                 \
+    "       vip_model [-d PROFILE_DIR] --validate [--results DIR] [--markdown]\n"
 
 int main(int argc, char **argv)
 {
-    const char *dir = "lanai-fw/profiles";
-    int csv = 0, any = 0;
+    const char *dir = "lanai-fw/profiles", *results = NULL;
+    int csv = 0, any = 0, validate = 0, markdown = 0;
     unsigned vis[16];
     size_t nvis = 0;
     for (int i = 1; i < argc; i++) {
@@ -187,6 +226,22 @@ int main(int argc, char **argv)
             csv = 1;
             continue;
         }
+        if (!strcmp(argv[i], "--validate")) {
+            validate = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--markdown")) {
+            markdown = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--results") && i + 1 < argc) {
+            results = argv[++i];
+            continue;
+        }
+        if (validate) {
+            fprintf(stderr, "vip_model: --validate takes no profile ('%s')\n" USAGE, argv[i]);
+            return 2;
+        }
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             printf(USAGE);
             return 0;
@@ -202,6 +257,10 @@ int main(int argc, char **argv)
         else
             one(&p, csv);
         any = 1;
+    }
+    if (validate) {
+        int bad = model_validate(stdout, dir, results, markdown);
+        return bad < 0 ? 2 : bad > 0;
     }
     if (!any) {
         fprintf(stderr, USAGE);

@@ -33,8 +33,9 @@
 /* 4: the channel names its link (shm, UDP, libfabric), net counters; 5: the
  * channel directions' wake words (rx_sleepers, rx_wake); 6: those words on
  * a line of their own; 7: a shared-memory ring's headers carry the seal of
- * their position, not the check word. */
-#define VIA_ABI_VERSION 7u
+ * their position, not the check word; 8: the profile's host costs (Done),
+ * DMA start by direction, copyback and the extension firmware's costs. */
+#define VIA_ABI_VERSION 8u
 #define VIA_PAGE_SIZE 4096u
 #define VIA_CACHELINE 64u
 
@@ -407,19 +408,29 @@ struct via_profile {
     uint32_t paced;        /* 0: no costs, no pacing (native) */
     uint32_t hw_doorbell;  /* 1: doorbells reach the NIC directly; 0: linear scan */
     double lanai_mhz;
-    double host_build_ns;  /* host CPU: build one descriptor */
+    double lanai_cpi;      /* LANai cycles per firmware instruction */
+    double host_mhz;
+    /* host costs, charged to the calling thread (spec-notes/timing-model.md) */
+    double host_build_ns;  /* Build: the library's post path and its lock */
+    double host_done_ns;   /* Done: taking a completion, its lock, the status line's miss */
+    double mem_ns;         /* a host load that misses to memory */
     double pio_write_ns;   /* host -> NIC SRAM, per 32-bit word */
     double pio_read_ns;    /* NIC SRAM -> host, per 32-bit word */
-    double poll_ns;        /* firmware: poll one doorbell pair */
-    double bell_ns, desc_ns, data_ns, xmit_ns, recv_ns, updt_ns; /* firmware steps */
-    double dma_setup_ns;   /* one host DMA transaction */
-    double h2n_ns_per_byte, n2h_ns_per_byte; /* host DMA, per direction */
+    /* firmware steps */
+    double poll_ns;        /* poll one doorbell pair (and the network, once) */
+    double bell_ns, desc_ns, data_ns, xmit_ns, recv_ns, updt_ns;
+    double ext_bell_ns;    /* extension firmware: a token's kind, every message */
+    double ext_poll_ns;    /* extension firmware: each VI's third doorbell */
+    /* host DMA */
+    double dma_h2n_start_ns, dma_n2h_start_ns; /* one transaction's start */
+    double copyback_ns;    /* a DMA read of a line dirty in the host's cache */
+    double h2n_ns_per_byte, n2h_ns_per_byte;
     double link_ns_per_byte;
     double switch_ns;
     double wire_header;    /* bytes on the wire per packet besides payload */
     double sram_bytes;
 };
-static_assert(sizeof(struct via_profile) == 32 + 8 + 18 * 8, "profile");
+static_assert(sizeof(struct via_profile) == 32 + 8 + 26 * 8, "profile");
 
 struct via_nic_page {
     struct via_profile prof;

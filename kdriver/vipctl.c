@@ -210,14 +210,21 @@ static int cmd_profile(const char *arg)
     if (p->paced) {
         double mbps = 8000.0;
         printf("\tlanai_clock:\t\t%.1f MHz\n", p->lanai_mhz);
-        printf("\thost build:\t\t%.3f us\n\tpio write/read:\t\t%.3f / %.3f us per word\n",
-               p->host_build_ns / 1000, p->pio_write_ns / 1000, p->pio_read_ns / 1000);
-        printf("\tdoorbell poll:\t\t%.3f us per pair\n", p->poll_ns / 1000);
+        printf("\thost:\t\t\tBuild %.3f us, Done %.3f us, memory %.3f us\n",
+               p->host_build_ns / 1000, p->host_done_ns / 1000, p->mem_ns / 1000);
+        printf("\tpio write/read:\t\t%.3f / %.3f us per word\n", p->pio_write_ns / 1000,
+               p->pio_read_ns / 1000);
+        printf("\tdoorbell poll:\t\t%.3f us per pair (firmware CPI %.3f)\n", p->poll_ns / 1000,
+               p->lanai_cpi);
         printf("\tfirmware steps:\t\tbell %.3f, desc %.3f, data %.3f, xmit %.3f, recv %.3f, "
                "updt %.3f us\n", p->bell_ns / 1000, p->desc_ns / 1000, p->data_ns / 1000,
                p->xmit_ns / 1000, p->recv_ns / 1000, p->updt_ns / 1000);
-        printf("\tdma:\t\t\tset-up %.3f us, host->NIC %.0f Mbit/s, NIC->host %.0f Mbit/s\n",
-               p->dma_setup_ns / 1000, mbps / p->h2n_ns_per_byte, mbps / p->n2h_ns_per_byte);
+        printf("\textension firmware:\t+%.3f us a token, +%.3f us a VI's poll\n",
+               p->ext_bell_ns / 1000, p->ext_poll_ns / 1000);
+        printf("\tdma:\t\t\tstart %.3f us (read) / %.3f us (write), copyback %.3f us, "
+               "host->NIC %.0f Mbit/s, NIC->host %.0f Mbit/s\n", p->dma_h2n_start_ns / 1000,
+               p->dma_n2h_start_ns / 1000, p->copyback_ns / 1000, mbps / p->h2n_ns_per_byte,
+               mbps / p->n2h_ns_per_byte);
         printf("\tlink:\t\t\t%.0f Mbit/s, switch %.3f us, header %.0f bytes\n",
                mbps / p->link_ns_per_byte, p->switch_ns / 1000, p->wire_header);
         printf("\tsram:\t\t\t%.0f KiB\n", p->sram_bytes / 1024);

@@ -287,6 +287,11 @@ uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
     return cost;
 }
 
+uint64_t nic_done_cost(const struct fw_vi *vi)
+{
+    return vi->nic->paced ? (uint64_t)fw_cost_done(vi->nic->prof) : 0;
+}
+
 /* ---- progress ------------------------------------------------------------------------ */
 
 /* A cheap fingerprint of a VI's pipeline positions: did a visit move it? */

@@ -96,7 +96,7 @@ static uint64_t rresp_arrive(struct fw_vi *vi, uint32_t len)
     double c = fw_cost_stage(p, VIA_ST_T3_XDES, FW_EXT_STANDARD, len, 1) +
                fw_cost_stage(p, VIA_ST_T4_XDATA, FW_EXT_STANDARD, len, 1) +
                fw_cost_stage(p, VIA_ST_T5_TRANSMIT, FW_EXT_STANDARD, len, 1);
-    uint64_t start = fw_sched_send(nic, vi->vi_id, hal_now_ns(), (uint64_t)c);
+    uint64_t start = fw_sched_send(nic, vi->vi_id, hal_now_ns(), (uint64_t)c, false);
     return start + (uint64_t)c + (uint64_t)p->switch_ns;
 }
 

@@ -85,16 +85,17 @@ static double phase(void)
 /*
  * When does the linear doorbell scan find a doorbell rung at ring_ns?
  * The firmware polls the doorbell pairs one after another (VI 0, 1, ...,
- * then its command queue), poll_ns each; while it is busy with a message
- * it polls nothing. A doorbell rung while the LANai is idle is found
- * somewhere within one round: host and NIC run on unsynchronised clocks, so
- * the scan's position at that moment is uniform (the paper: from zero if
- * rung just before it is polled, to a whole round if just after). One rung
- * while the LANai is busy is found when the loop, restarted from the first
- * pair, reaches its slot.
+ * then its command queue), a step of its loop each (fw_pair_poll: on the
+ * extension firmware a VI has a third doorbell); while it is busy with a
+ * message it polls nothing. A doorbell rung while the LANai is idle is
+ * found somewhere within one round: host and NIC run on unsynchronised
+ * clocks, so the scan's position at that moment is uniform (the paper:
+ * from zero if rung just before it is polled, to a whole round if just
+ * after). One rung while the LANai is busy is found when the loop,
+ * restarted from the first pair, reaches its slot.
  */
 static uint64_t doorbell_found(const struct fw_nic *nic, uint32_t vi_id, uint64_t ring_ns,
-                               uint64_t busy_until)
+                               uint64_t busy_until, bool ext_fw)
 {
     const struct via_profile *p = nic->prof;
     const struct via_nic_page *np = nic->np;
@@ -107,8 +108,23 @@ static uint64_t doorbell_found(const struct fw_nic *nic, uint32_t vi_id, uint64_
         slots = VIA_MAX_VI + 1;
     uint32_t slot = vi_id < slots - 1 ? vi_id : slots - 2;
     if (ring_ns <= busy_until)
-        return busy_until + (uint64_t)((slot + 1) * p->poll_ns);
-    return ring_ns + (uint64_t)(phase() * slots * p->poll_ns);
+        return busy_until + (uint64_t)((slot + 1) * fw_pair_poll(p, ext_fw));
+    return ring_ns + (uint64_t)(phase() * fw_scan_round(p, slots, ext_fw));
+}
+
+/*
+ * When does the firmware notice a packet that arrived at arrive_ns? Its
+ * loop looks at the network once per step (after each doorbell pair): a
+ * packet arriving while the LANai is idle is noticed within one step,
+ * uniformly; one that arrived while it was busy, one step after it is free.
+ */
+static uint64_t packet_noticed(const struct fw_nic *nic, uint64_t arrive_ns, uint64_t busy_until)
+{
+    const struct via_profile *p = nic->prof;
+    double step = fw_pair_poll(p, false);
+    if (arrive_ns <= busy_until)
+        return busy_until + (uint64_t)step;
+    return arrive_ns + (uint64_t)(phase() * step);
 }
 
 static uint64_t claim(struct via_nic_page *np, uint64_t ready, uint64_t dur)
@@ -120,11 +136,12 @@ static uint64_t claim(struct via_nic_page *np, uint64_t ready, uint64_t dur)
     return start;
 }
 
-uint64_t fw_sched_send(struct fw_nic *nic, uint32_t vi_id, uint64_t ring_ns, uint64_t dur)
+uint64_t fw_sched_send(struct fw_nic *nic, uint32_t vi_id, uint64_t ring_ns, uint64_t dur,
+                       bool ext_fw)
 {
     struct via_nic_page *np = nic->np;
     np_lock(np);
-    uint64_t found = doorbell_found(nic, vi_id, ring_ns, ld(&np->lanai_busy_until));
+    uint64_t found = doorbell_found(nic, vi_id, ring_ns, ld(&np->lanai_busy_until), ext_fw);
     uint64_t start = claim(np, found, dur);
     atomic_store_explicit(&np->hdma_busy_until, start + dur, memory_order_relaxed);
     np_unlock(np);
@@ -142,7 +159,8 @@ uint64_t fw_sched_recv(struct fw_nic *nic, uint64_t arrive_ns, uint64_t dur)
     if (arrive_ns < nrecv)
         arrive_ns = nrecv;
     atomic_store_explicit(&np->nrecv_busy_until, arrive_ns, memory_order_relaxed);
-    uint64_t start = claim(np, arrive_ns, dur);
+    uint64_t seen = packet_noticed(nic, arrive_ns, ld(&np->lanai_busy_until));
+    uint64_t start = claim(np, seen, dur);
     np_unlock(np);
     return start;
 }

@@ -94,7 +94,7 @@ static void tx_schedule(struct fw_vi *vi)
     double c6 = fw_cost_stage(p, VIA_ST_T6_UPDT, m, n, segs);
     uint64_t total = (uint64_t)(c2 + c3 + c4 + c5 + c6);
     uint64_t start = fw_sched_send(vi->nic, vi->vi_id, vi->sq.ring_ns[vi->sq.head % VIA_QUEUE_DEPTH],
-                                   total);
+                                   total, m != FW_EXT_STANDARD);
     vi->tx_span_start = start + (uint64_t)(c2 + c3);
     vi->tx_span_ns = (uint64_t)(c4 + c5);
     vi->tx_release = start + total;

@@ -437,6 +437,57 @@ out:
         SHOW(&r);
 }
 
+/* ---- vip_model --validate: the model against the published figures ------------------- */
+
+/* N and M of the closing line "validated N figures, M outside tolerance". */
+static bool validated(const struct run *r, unsigned *n, unsigned *m)
+{
+    const char *l = strstr(r->out, "validated ");
+    return l && sscanf(l, "validated %u figures, %u outside tolerance", n, m) == 2;
+}
+
+/* Every shipped figure holds on the model alone; a measurement outside a
+ * tolerance makes the line OUTSIDE and the exit status 1. */
+static void test_model_validate(void)
+{
+    struct run r;
+    char dir[] = "/tmp/viptest-val.XXXXXX", path[256] = "";
+    bool made = mkdtemp(dir) != NULL;
+    TCHK(made);
+    unsigned n = 0, m = 0;
+    run_bench(&r, "vip_model", "-d", profile_dir(), "--validate", NULL);
+    TCHK(r.status == 0);
+    TCHK(validated(&r, &n, &m) && n >= 15 && m == 0);
+    /* every line cites its source */
+    TCHK(strstr(r.out, "Berkeley VIA, ") && strstr(r.out, "AM-II, ") &&
+         strstr(r.out, "MU-Net, ") && strstr(r.out, "Clumps, "));
+    TCHK(strstr(r.out, "OUTSIDE") == NULL);
+    /* an S-Bus ping-pong measured at 40 us is outside the 10% of 23 us */
+    snprintf(path, sizeof path, "%s/sbus_standard_latency.csv", dir);
+    FILE *f = fopen(path, "w");
+    TCHK(f != NULL);
+    fprintf(f, "# vip_send_lat\nbytes,iters,min_us,median_us,p90_us,p99_us,max_us,avg_us\n"
+               "4,100,39.0,40.0,41.0,42.0,43.0,40.0\n");
+    fclose(f);
+    run_bench(&r, "vip_model", "-d", profile_dir(), "--validate", "--results", dir, NULL);
+    TCHK(r.status == 1);
+    TCHK(validated(&r, &n, &m) && m >= 1);
+    TCHK(strstr(r.out, " 1 OUTSIDE  check     4-byte one-way latency (RTT/2), S-Bus") != NULL);
+    /* the markdown table has the same lines */
+    run_bench(&r, "vip_model", "-d", profile_dir(), "--validate", "--markdown", NULL);
+    TCHK(r.status == 0 && strstr(r.out, "| # | figure | source |") != NULL);
+    /* a profile is no argument of --validate */
+    run_bench(&r, "vip_model", "--validate", "sbus", NULL);
+    TCHK(r.status == 2);
+out:
+    if (path[0])
+        unlink(path);
+    if (made)
+        rmdir(dir);
+    if (CU_get_number_of_failures())
+        SHOW(&r);
+}
+
 /* ---- vip_self: both ends in one thread -------------------------------------------------- */
 
 /* One CSV line "mode,size,count,ns" naming the run asked for, with a time. */
@@ -503,7 +554,8 @@ int main(int argc, char **argv)
         TL_TEST(test_read_lat_all_sizes),  TL_TEST(test_send_events),
         TL_TEST(test_send_lat_active),     TL_TEST(test_send_bw_buffers),
         TL_TEST(test_wake_first),          TL_TEST(test_self),
-        TL_TEST(test_model_vis),           TL_TEST(test_refusals),
+        TL_TEST(test_model_vis),           TL_TEST(test_model_validate),
+        TL_TEST(test_refusals),
         TL_END};
     return tl_main(argc, argv, "bench", tests);
 }

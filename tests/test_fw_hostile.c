@@ -64,7 +64,7 @@ static void test_busy_times_far_ahead(void)
     uint64_t now = nic_now_ns();
     atomic_store(&F.np->lanai_busy_until, now + HOUR_NS);
     atomic_store(&F.np->nrecv_busy_until, now + HOUR_NS);
-    uint64_t s = fw_sched_send(F.nic, VI_A, now, 1000);
+    uint64_t s = fw_sched_send(F.nic, VI_A, now, 1000, false);
     CU_ASSERT(s <= nic_now_ns() + WINDOW_NS + 1000000); /* + the scan to its slot */
     uint64_t r = fw_sched_recv(F.nic, now, 1000);
     CU_ASSERT(r <= nic_now_ns() + 2 * WINDOW_NS);
@@ -101,7 +101,7 @@ static void test_lock_held_forever(void)
     setup_paced();
     atomic_store(&F.np->lock, 1u);
     uint64_t t0 = nic_now_ns();
-    (void)fw_sched_send(F.nic, VI_A, t0, 1000);
+    (void)fw_sched_send(F.nic, VI_A, t0, 1000, false);
     uint64_t waited = nic_now_ns() - t0;
     CU_ASSERT(waited < 500000000ull);
     if (waited >= 500000000ull)

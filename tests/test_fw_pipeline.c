@@ -685,18 +685,18 @@ static void test_sched_doorbell_scan(void)
     const uint64_t busy = nic_now_ns() + 100000, dur = 5000;
     /* rung while the LANai is busy: the loop restarts from the first pair */
     atomic_store(&np->lanai_busy_until, busy);
-    uint64_t s = fw_sched_send(F.nic, 3, busy - 10, dur);
+    uint64_t s = fw_sched_send(F.nic, 3, busy - 10, dur, false);
     CU_ASSERT_EQUAL(s, busy + 4 * 1000);
     CU_ASSERT_EQUAL(atomic_load(&np->lanai_busy_until), s + dur);
     atomic_store(&np->lanai_busy_until, busy);
-    s = fw_sched_send(F.nic, 100, busy, dur); /* beyond the pairs scanned: the last */
+    s = fw_sched_send(F.nic, 100, busy, dur, false); /* beyond the pairs scanned: the last */
     CU_ASSERT_EQUAL(s, busy + 7 * 1000);
     /* rung while idle: found within one round, at a random point of it */
     uint64_t lo = UINT64_MAX, hi = 0;
     for (unsigned i = 0; i < 200; i++) {
         atomic_store(&np->lanai_busy_until, 0);
         uint64_t ring = busy + (uint64_t)i * 1000;
-        s = fw_sched_send(F.nic, 3, ring, dur);
+        s = fw_sched_send(F.nic, 3, ring, dur, false);
         CU_ASSERT(s >= ring && s < ring + 8 * 1000);
         uint64_t d = s - ring;
         lo = d < lo ? d : lo;
@@ -706,12 +706,61 @@ static void test_sched_doorbell_scan(void)
     if (!(hi > lo && hi - lo > 4000))
         fprintf(stderr, "\n  doorbell found %llu..%llu ns after the ring (a round is 8000)\n",
                 (unsigned long long)lo, (unsigned long long)hi);
+    /* the extension firmware polls each VI's third doorbell too: a pair's
+     * step is longer, the command queue's is not */
+    F.nic->prof_own.ext_poll_ns = 250.0;
+    atomic_store(&np->lanai_busy_until, busy);
+    s = fw_sched_send(F.nic, 3, busy - 10, dur, true);
+    CU_ASSERT_EQUAL(s, busy + 4 * 1250);
+    hi = 0;
+    for (unsigned i = 0; i < 400; i++) {
+        atomic_store(&np->lanai_busy_until, 0);
+        uint64_t ring = busy + (uint64_t)i * 1000;
+        s = fw_sched_send(F.nic, 3, ring, dur, true);
+        CU_ASSERT(s >= ring && s < ring + 8 * 1000 + 7 * 250);
+        hi = s - ring > hi ? s - ring : hi;
+    }
+    CU_ASSERT(hi > 8000); /* beyond the base firmware's round: the third doorbells */
+    F.nic->prof_own.ext_poll_ns = 0;
     /* hardware doorbells: no scan */
     F.nic->prof_own.hw_doorbell = 1;
     atomic_store(&np->lanai_busy_until, 0);
-    CU_ASSERT_EQUAL(fw_sched_send(F.nic, 3, busy, dur), busy);
+    CU_ASSERT_EQUAL(fw_sched_send(F.nic, 3, busy, dur, false), busy);
     atomic_store(&np->lanai_busy_until, busy + 500);
-    CU_ASSERT_EQUAL(fw_sched_send(F.nic, 3, busy, dur), busy + 500);
+    CU_ASSERT_EQUAL(fw_sched_send(F.nic, 3, busy, dur, false), busy + 500);
+    teardown();
+}
+
+/* The receiving loop looks at the network once a step: a packet that
+ * arrives while the LANai is idle is noticed within one step, at a random
+ * point of it; one that arrived while it was busy, one step after. */
+static void test_sched_packet_noticed(void)
+{
+    struct via_profile prof = {.paced = 1, .hw_doorbell = 0, .poll_ns = 1000.0};
+    setup_opts(&(struct opts){.rel = VIP_SERVICE_UNRELIABLE, .prof = &prof});
+    struct via_nic_page *np = F.np;
+    const uint64_t base = nic_now_ns() + 100000, dur = 5000;
+    atomic_store(&np->lanai_busy_until, base);
+    atomic_store(&np->nrecv_busy_until, 0);
+    uint64_t s = fw_sched_recv(F.nic, base - 10, dur);
+    CU_ASSERT_EQUAL(s, base + 1000);
+    CU_ASSERT_EQUAL(atomic_load(&np->lanai_busy_until), s + dur);
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (unsigned i = 0; i < 200; i++) {
+        atomic_store(&np->lanai_busy_until, 0);
+        atomic_store(&np->nrecv_busy_until, 0);
+        uint64_t at = base + (uint64_t)i * 10000;
+        s = fw_sched_recv(F.nic, at, dur);
+        CU_ASSERT(s >= at && s < at + 1000);
+        lo = s - at < lo ? s - at : lo;
+        hi = s - at > hi ? s - at : hi;
+    }
+    CU_ASSERT(hi > lo && hi - lo > 500);
+    /* hardware doorbells: the NIC is told of the packet, no loop to wait for */
+    F.nic->prof_own.hw_doorbell = 1;
+    atomic_store(&np->lanai_busy_until, 0);
+    atomic_store(&np->nrecv_busy_until, 0);
+    CU_ASSERT_EQUAL(fw_sched_recv(F.nic, base, dur), base);
     teardown();
 }
 
@@ -817,6 +866,7 @@ int main(int argc, char **argv)
         TL_TEST(test_cq_post),
         TL_TEST(test_release_due),
         TL_TEST(test_sched_doorbell_scan),
+    TL_TEST(test_sched_packet_noticed),
         TL_TEST(test_paced_never_early),
         TL_TEST(test_thread_dozes_beside_host),
         TL_END,

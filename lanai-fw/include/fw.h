@@ -417,7 +417,8 @@ void fw_want_visit(struct fw_vi *vi);
 /* ---- paced profiles: the real-time scheduler (fw_sched.c) ---------------------- */
 /* Claim the LANai for `dur` ns from the first moment >= ready it is free;
  * returns the start. A send's doorbell is found by the linear scan first. */
-uint64_t fw_sched_send(struct fw_nic *nic, uint32_t vi_id, uint64_t ring_ns, uint64_t dur);
+uint64_t fw_sched_send(struct fw_nic *nic, uint32_t vi_id, uint64_t ring_ns, uint64_t dur,
+                       bool ext_fw);
 uint64_t fw_sched_recv(struct fw_nic *nic, uint64_t arrive_ns, uint64_t dur);
 /* Hold a host-visible effect until real time reaches t; false while held
  * (and vi->held then names the earliest such time). */

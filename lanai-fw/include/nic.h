@@ -105,6 +105,13 @@ uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
                   enum fw_ext_mode mode, uint32_t bytes, uint64_t rung_ns);
 
 /*
+ * Done: the host's cost (ns) in the profile of taking one completion off a
+ * queue (the library's path, its lock, and the load of the status word the
+ * NIC's DMA has just written); 0 on a native NIC. The caller spends it.
+ */
+uint64_t nic_done_cost(const struct fw_vi *vi);
+
+/*
  * Progress. nic_vi_progress runs one VI's send and receive pipelines;
  * nic_progress runs every VI the NIC has been told has work (arrivals,
  * held effects, a stalled send). Both return the earliest modelled time of

@@ -44,7 +44,7 @@ static void usable(double ns)
 static void check_model(const struct via_profile *p)
 {
     const double *f = &p->lanai_mhz;
-    for (unsigned i = 0; i < 18; i++)
+    for (unsigned i = 0; i < 26; i++)
         CHECK(isfinite(f[i]) && f[i] >= 0);
     CHECK(p->paced <= 1 && p->hw_doorbell <= 1);
     CHECK(memchr(p->name, 0, sizeof p->name));
@@ -52,6 +52,7 @@ static void check_model(const struct via_profile *p)
     for (unsigned m = 0; m < FW_EXT_NMODES; m++)
         for (unsigned s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
             usable(fw_cost_post(p, (enum fw_ext_mode)m, sizes[s]));
+            usable(fw_cost_done(p));
             double sum = 0;
             for (unsigned st = 0; st < VIA_ST_NSTAGES; st++) {
                 double c = fw_cost_stage(p, (enum via_stage)st, (enum fw_ext_mode)m, sizes[s],
@@ -68,7 +69,7 @@ static void check_model(const struct via_profile *p)
             CHECK(isfinite(pr.bw_mbps) && isfinite(pr.L_paper) && isfinite(pr.g_paper));
         }
     /* The doorbell scan: every slot of the largest NIC polled once. */
-    usable((VIA_MAX_VI + 1) * p->poll_ns);
+    usable(fw_scan_round(p, VIA_MAX_VI + 1, true));
     usable(p->switch_ns);
 }
 
@@ -85,7 +86,7 @@ static void check_load(const char *text, size_t len, const struct via_profile *w
     CHECK(fw_profile_load("fz", dir, &got, err, sizeof err) == 0);
     CHECK(strcmp(got.name, "fz") == 0);
     CHECK(got.paced == want->paced && got.hw_doorbell == want->hw_doorbell);
-    CHECK(memcmp(&got.lanai_mhz, &want->lanai_mhz, 18 * sizeof(double)) == 0);
+    CHECK(memcmp(&got.lanai_mhz, &want->lanai_mhz, 26 * sizeof(double)) == 0);
 }
 
 static void cleanup(void)

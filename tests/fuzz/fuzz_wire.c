@@ -71,7 +71,8 @@
  * holds is due before the input ends. */
 static const struct via_profile quick_paced = {
     .name = "quick", .paced = 1, .hw_doorbell = 1, .lanai_mhz = 1000, .bell_ns = 1,
-    .desc_ns = 2, .data_ns = 2, .xmit_ns = 1, .recv_ns = 1, .updt_ns = 1, .dma_setup_ns = 1,
+    .desc_ns = 2, .data_ns = 2, .xmit_ns = 1, .recv_ns = 1, .updt_ns = 1, .dma_h2n_start_ns = 1,
+    .dma_n2h_start_ns = 1,
     .h2n_ns_per_byte = 0.001, .n2h_ns_per_byte = 0.001, .link_ns_per_byte = 0.001,
     .switch_ns = 5, .wire_header = 16, .sram_bytes = 1 << 20};
 

@@ -232,6 +232,13 @@ void vipl_ext_vi_fini(struct vip_vi *vi);
  * tell the kernel agent if the VI broke its connection, then the program.
  * Every post and Done asks: the look at the NIC's flag is inline. */
 void vipl_take_error(struct vip_vi *vi);
+/* Spend a host cost of the paced profile: the thread is busy until t. */
+static inline void vipl_spend_until(uint64_t t)
+{
+    while (nic_now_ns() < t)
+        ;
+}
+
 static inline void vipl_deliver_error(struct vip_vi *vi)
 {
     if (atomic_load_explicit(vi->err_flag, memory_order_acquire))

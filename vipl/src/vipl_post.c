@@ -18,13 +18,6 @@ static inline void count1(_Atomic uint64_t *c)
                           memory_order_relaxed);
 }
 
-/* Spend a host cost of the paced profile: the thread is busy until t. */
-static void spend_until(uint64_t t)
-{
-    while (nic_now_ns() < t)
-        ;
-}
-
 static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bool recv)
 {
     struct vip_vi *vi = vipl_vi(h);
@@ -67,7 +60,7 @@ static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bo
     cost = nic_ring(vi->hw, recv, &tok, m, n, t0);
     fw_unlock(&vi->lock);
     if (cost)
-        spend_until(t0 + cost);
+        vipl_spend_until(t0 + cost);
     vipl_deliver_error(vi);
     return VIP_SUCCESS;
 }
