@@ -17,8 +17,11 @@
  *             statement, judged as the inequality it states
  *   conflict  two sources disagree and the model follows the other one:
  *             shown with the reason, not judged
- * A line is judged on the model and, where the emulation measured the
- * quantity, on the measurement too.
+ * A line is judged on the model: that verdict is deterministic, and it is
+ * the exit status. Where the emulation measured the quantity, the
+ * measurement is held to the same tolerance and reported beside it, but
+ * not counted: on a loaded machine a real-time paced run measures the
+ * machine as well as the model (spec-notes/timing-model.md).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -478,7 +481,7 @@ int model_validate(FILE *out, const char *profile_dir, const char *results_dir, 
         return -1;
     }
     if (markdown) {
-        fprintf(out, "| # | figure | source | kind | published | model | measured | error | "
+        fprintf(out, "| # | figure | source | kind | published | model | error | measured | "
                      "tolerance | why | verdict |\n");
         fprintf(out, "|---|---|---|---|---|---|---|---|---|---|---|\n");
     } else {
@@ -487,48 +490,54 @@ int model_validate(FILE *out, const char *profile_dir, const char *results_dir, 
                      "emulation's CSVs in %s\n",
                 results_dir ? results_dir : "(none given)");
     }
-    unsigned n = 0, bad = 0, kinds[V_CONFLICT + 1] = {0};
+    unsigned n = 0, bad = 0, nmeas = 0, badmeas = 0, kinds[V_CONFLICT + 1] = {0};
     for (unsigned i = 0; i < NLINES; i++) {
         const struct vline *l = &lines[i];
         const struct via_profile *p = l->pci ? &c.pci : &c.sbus;
         const char *prof = l->pci ? "pci" : "sbus";
         double mv = l->model(&c, p);
         double ms = l->measured ? l->measured(&c, prof) : NAN;
-        bool ok = holds(l, mv) && holds(l, ms);
+        bool ok = holds(l, mv), mok = holds(l, ms);
         kinds[l->kind]++;
         if (l->kind != V_CONFLICT) {
             n++;
             bad += !ok;
+            nmeas += !isnan(ms);
+            badmeas += !mok;
         }
-        double judged = isnan(ms) ? mv : ms;
-        double e = l->published ? (judged - l->published) / l->published : NAN;
-        char pub[32], mo[32], me[32], er[32], tol[32];
+        double e = l->published ? (mv - l->published) / l->published : NAN;
+        double em = l->published ? (ms - l->published) / l->published : NAN;
+        char pub[32], mo[32], me[32], er[32], erm[32], tol[32];
         if (l->kind == V_WITHIN)
             snprintf(pub, sizeof pub, "%g..%g", l->lo, l->hi);
         else
             fmt(pub, sizeof pub, l->published);
         fmt(mo, sizeof mo, mv);
         fmt(me, sizeof me, ms);
-        if (l->kind == V_WITHIN || l->kind == V_AT_LEAST || l->kind == V_AT_MOST || isnan(e))
-            snprintf(er, sizeof er, "-");
-        else
-            snprintf(er, sizeof er, "%+.1f%%", 100 * e);
+        bool ineq = l->kind == V_WITHIN || l->kind == V_AT_LEAST || l->kind == V_AT_MOST;
+        snprintf(er, sizeof er, ineq || isnan(e) ? "-" : "%+.1f%%", 100 * e);
+        snprintf(erm, sizeof erm, ineq || isnan(em) ? "-" : "%+.1f%%", 100 * em);
         tolerance(l, tol, sizeof tol);
         const char *verdict = l->kind == V_CONFLICT ? "shown" : ok ? "ok" : "OUTSIDE";
+        const char *mverdict = isnan(ms) || l->kind == V_CONFLICT ? "" : mok ? "" : " (OUTSIDE)";
         if (markdown)
-            fprintf(out, "| %u | %s | %s | %s | %s %s | %s | %s | %s | %s | %s | %s |\n", i + 1,
-                    l->what, l->source, vkind_name[l->kind], pub, l->unit, mo, me, er, tol,
-                    l->why, verdict);
+            fprintf(out, "| %u | %s | %s | %s | %s %s | %s | %s | %s%s | %s | %s | %s |\n",
+                    i + 1, l->what, l->source, vkind_name[l->kind], pub, l->unit, mo, er, me,
+                    mverdict, tol, l->why, verdict);
         else
-            fprintf(out, "%2u %-8s %-9s %-62.62s\n   %s; published %s %s, model %s, "
-                         "measured %s, error %s, tolerance %s: %s\n",
+            fprintf(out, "%2u %-8s %-9s %-62.62s\n   %s; published %s %s, model %s (%s), "
+                         "measured %s (%s)%s, tolerance %s: %s\n",
                     i + 1, verdict, vkind_name[l->kind], l->what, l->source, pub, l->unit, mo,
-                    me, er, tol, l->why);
+                    er, me, erm, mverdict, tol, l->why);
     }
     fprintf(out, "%s%u checks, %u derived, %u inputs, %u bounds and statements, %u shown "
                  "(sources conflict)\n", markdown ? "\n" : "# ", kinds[V_CHECK],
             kinds[V_DERIVED], kinds[V_INPUT],
             kinds[V_AT_MOST] + kinds[V_AT_LEAST] + kinds[V_WITHIN], kinds[V_CONFLICT]);
+    if (nmeas)
+        fprintf(out, "%sthe paced emulation measured %u of them: %u outside tolerance%s\n",
+                markdown ? "\n" : "# ", nmeas, badmeas,
+                badmeas ? " (marked; a loaded machine slows a real-time paced run)" : "");
     fprintf(out, "%svalidated %u figures, %u outside tolerance\n", markdown ? "\n" : "", n,
             bad);
     return (int)bad;
