@@ -30,7 +30,7 @@ vipd_start() {
     VIPD_DIR=$(mktemp -d "${TMPDIR:-/tmp}/vipbench.XXXXXX")
     export VIPD_SOCKET="$VIPD_DIR/vipd.sock"
     export VIPD_AUTOSTART=0
-    "$BIN/vipd" -f -q -n 2 -s "$VIPD_SOCKET" ${VIP_PROFILE:+--profile "$VIP_PROFILE"} \
+    "$BIN/vipd" -f -q -n "${NICS:-2}" -s "$VIPD_SOCKET" ${VIP_PROFILE:+--profile "$VIP_PROFILE"} \
         >"$VIPD_DIR/vipd.log" 2>&1 &
     VIPD_PID=$!
     local i

@@ -147,11 +147,12 @@ static inline const char *bu_reliability_name(VIP_RELIABILITY_LEVEL r)
 
 /* ---- time and statistics ------------------------------------------------------------ */
 
+/* The benchmarks' clock: CLOCK_MONOTONIC, or the virtual clock under
+ * VIP_CLOCK=virtual (VipExtClockNs), so they report what they measured in
+ * the time their NICs run in. */
 static inline uint64_t bu_now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return (uint64_t)VipExtClockNs();
 }
 
 struct bu_stats {
@@ -605,7 +606,8 @@ static const struct option bu_longopts[] = {
     {"iters", required_argument, NULL, 'n'}, {"warmup", required_argument, NULL, 'w'},
     {"dev", required_argument, NULL, 'd'},   {"csv", no_argument, NULL, 'C'},
     {"reliability", required_argument, NULL, 'R'},
-    {"events", no_argument, NULL, 'e'},      {"help", no_argument, NULL, 'h'}};
+    {"events", no_argument, NULL, 'e'},      {"help", no_argument, NULL, 'h'},
+    {"client-dev", required_argument, NULL, 0x101}};
 
 /* One of the common options (true), or not one of them (false). */
 static inline bool bu_opt(struct bu_opts *o, const struct bu_args *a, int c, const char *arg)
@@ -625,6 +627,7 @@ static inline bool bu_opt(struct bu_opts *o, const struct bu_args *a, int c, con
     case 'n': o->iters = bu_parse_count(arg, "-n", 1, a->max_iters); return true;
     case 'w': o->warmup = bu_parse_count(arg, "-w", 0, a->max_iters); return true;
     case 'd': o->server_dev = arg; return true;
+    case 0x101: o->client_dev = arg; return true;
     case 'C': o->csv = true; return true;
     case 'R': o->rel = bu_parse_reliability(arg); return true;
     case 'e': o->events = true; return true;
@@ -708,7 +711,8 @@ static inline void bu_usage(FILE *f, const struct bu_usage *u)
                    "                          16 KiB, then fewer so a size takes about a second)\n"
                    "  -w, --warmup N          unmeasured %s first (default iters/10, <= 1000)\n",
                 u->unit, u->unit);
-    fprintf(f, "  -d, --dev NIC           the %s NIC (default via0; via1 crosses the switch)\n",
+    fprintf(f, "  -d, --dev NIC           the %s NIC (default via0; via1 crosses the switch)\n"
+               "      --client-dev NIC    this side's NIC (default via0)\n",
             u->peer);
     if (u->vis)
         fprintf(f, "      --vis N             create N extra idle VIs in each process first\n");

@@ -8,6 +8,8 @@
 #      merged: latency and bandwidth sweeps, LogP, doorbell scan, per-stage
 #      breakdown, plots)                           -> results/{sbus,pci}_*, paced_summary.txt
 #      and the model against the published figures -> results/model_validate.{txt,md}
+#      then the S-Bus NIC in real and in virtual time (idle, beside three CPU
+#      hogs, eight pairs at once): run_virtual.sh  -> results/virtual_time.txt
 #      (vip_model --validate; the model's verdict decides this script's exit status)
 #   then the native profile:
 #   1. latency sweep    vip_send_lat -a --csv        -> results/native_latency.csv
@@ -72,6 +74,11 @@ PARGS=()
 [ "$QUICK" = 1 ] && PARGS=(--quick)
 if ! B="$B" RESULTS="$RES" "$HERE/run_paced.sh" "${PARGS[@]}" >"$WORK/paced.out"; then
     say "error: run_paced.sh failed"
+    exit 1
+fi
+say "      paced S-Bus in real and virtual time, idle, beside CPU hogs, 8 pairs: run_virtual.sh"
+if ! B="$B" RESULTS="$RES" "$HERE/run_virtual.sh" "${PARGS[@]}" >"$WORK/virtual.out"; then
+    say "error: run_virtual.sh failed"
     exit 1
 fi
 
@@ -180,6 +187,9 @@ say "done in $(($(date +%s) - START)) s; data in $RES"
 echo
 echo "=============== paced profiles: the 1998 LANai 4 models ==============="
 cat "$RES/paced_summary.txt"
+echo
+echo "=============== real and virtual time (run_virtual.sh) ==============="
+cat "$RES/virtual_time.txt"
 echo
 echo "=============== the timing model against the published figures (vip_model --validate) ==============="
 cat "$RES/model_validate.txt"

@@ -34,8 +34,9 @@
  * channel directions' wake words (rx_sleepers, rx_wake); 6: those words on
  * a line of their own; 7: a shared-memory ring's headers carry the seal of
  * their position, not the check word; 8: the profile's host costs (Done),
- * DMA start by direction, copyback and the extension firmware's costs. */
-#define VIA_ABI_VERSION 8u
+ * DMA start by direction, copyback and the extension firmware's costs; 9:
+ * virtual time (the NIC page's clock, a channel direction's vt_bound). */
+#define VIA_ABI_VERSION 9u
 #define VIA_PAGE_SIZE 4096u
 #define VIA_CACHELINE 64u
 
@@ -366,6 +367,17 @@ struct via_chan_dir {
     _Atomic uint32_t tx_waiting;
     _Alignas(64) _Atomic uint32_t rx_sleepers;
     _Atomic uint32_t rx_wake;
+    /* Virtual time (VIP_CLOCK=virtual): the sender's promise that nothing
+     * it sends arrives before this time; only the sender writes it, and it
+     * only grows (lanai-fw/fw_vclock.c). */
+    _Atomic uint64_t vt_bound;
+    /* ... and whether it is outside the library now (its process, vt_pid,
+     * may then be blocked elsewhere and can send nothing until it is back). */
+    _Atomic uint32_t vt_pid;
+    _Atomic uint32_t vt_outside;
+    /* set by the receiver when it went on without the sender's promise
+     * (the sender was blocked outside the library) */
+    _Atomic uint32_t vt_skipped;
     _Alignas(64) uint8_t ring[VIA_CHAN_RING];
 };
 static_assert(sizeof(struct via_chan_dir) == 3 * 64 + VIA_CHAN_RING, "chan dir: three lines, ring");
@@ -432,10 +444,16 @@ struct via_profile {
 };
 static_assert(sizeof(struct via_profile) == 32 + 8 + 26 * 8, "profile");
 
+/* How a paced NIC's model time passes (vipd --clock, VIP_CLOCK): waited
+ * out on CLOCK_MONOTONIC, or virtual (spec-notes/virtual-time.md). */
+enum via_clock { VIA_CLOCK_REAL = 0, VIA_CLOCK_VIRTUAL = 1 };
+
 struct via_nic_page {
     struct via_profile prof;
     _Alignas(64) _Atomic uint32_t lock;   /* holder's pid, 0 = free (see fw_sched.c) */
     _Atomic uint32_t scan_slots;          /* doorbell pairs the firmware scans */
+    uint32_t clock;                       /* enum via_clock: vipd sets it once */
+    uint32_t pad0;
     _Atomic uint64_t lanai_busy_until;    /* LANai processor */
     _Atomic uint64_t lanai_idle_since;
     _Atomic uint64_t hdma_busy_until;     /* host DMA engine and I/O bus */
@@ -443,7 +461,7 @@ struct via_nic_page {
     _Atomic uint64_t nrecv_busy_until;    /* net receive DMA */
     _Atomic uint64_t stage_ns[VIA_ST_NSTAGES_MAX]; /* modelled time per stage */
     _Atomic uint64_t stage_cnt[VIA_ST_NSTAGES_MAX];
-    uint8_t pad[VIA_PAGE_SIZE - sizeof(struct via_profile) - 64 - 48 - 2 * 8 * 16];
+    uint8_t pad[VIA_PAGE_SIZE - sizeof(struct via_profile) - 64 - 56 - 2 * 8 * 16];
 };
 static_assert(sizeof(struct via_nic_page) == VIA_PAGE_SIZE, "NIC page is one page");
 

@@ -230,6 +230,7 @@ struct kd_state {
     unsigned nsessions;
     unsigned max_sessions;        /* --max-sessions; 0: KD_MAX_SESSIONS */
     /* --system: every user of the host connects (kd_user.c); per user: */
+    uint32_t clock;              /* enum via_clock of every NIC (--clock, VIP_CLOCK) */
     bool system;
     unsigned max_sessions_per_user, max_vis_per_user; /* 0 = no limit */
     uint64_t max_reg_bytes_per_user;                  /* 0 = no limit */

@@ -96,6 +96,10 @@ static void usage(FILE *f)
             "      --faults SPEC      inject faults on every link to another host:\n"
             "                         drop=R,dup=R,reorder=R,corrupt=R,delay=R,delay_ms=N\n"
             "                         (R a rate 0..1; default $VIP_FAULTS in each process)\n"
+            "      --clock real|virtual  how the paced NICs' model time passes (default:\n"
+            "                         $VIP_CLOCK, else real): waited out in real time, or\n"
+            "                         virtual (spec-notes/virtual-time.md); virtual needs every\n"
+            "                         NIC paced (sbus, pci), native has no model time\n"
             "  -l, --log-level LEVEL  error|warn|info|debug (default info)\n"
             "  -v                     same as --log-level debug\n"
             "  -q                     same as --log-level error\n"
@@ -541,6 +545,7 @@ int main(int argc, char **argv)
         {"max-sessions", required_argument, NULL, 'M'},
         {"listen", required_argument, NULL, 'L'}, {"link", required_argument, NULL, 'K'},
         {"faults", required_argument, NULL, 'F'},
+        {"clock", required_argument, NULL, 'C'},
         {"system", no_argument, NULL, 'S'},
         {"max-sessions-per-user", required_argument, NULL, 'U'},
         {"max-vis-per-user", required_argument, NULL, 'V'},
@@ -558,7 +563,7 @@ int main(int argc, char **argv)
     /* Per NIC; a NIC no --profile names gets the default (NULL here). */
     const char *profiles[VIA_MAX_NICS] = {NULL};
     unsigned long named_max = 0; /* highest NIC index a viaN= option named, + 1 */
-    const char *profile_dir = NULL, *hosts = NULL;
+    const char *profile_dir = NULL, *hosts = NULL, *clock_opt = NULL;
     int c;
     kd.link = VIA_LINK_UDP; /* connections to other hosts, unless --link says otherwise */
     while ((c = getopt_long(argc, argv, "fn:s:l:vqh", opts, NULL)) != -1) {
@@ -607,6 +612,9 @@ int main(int argc, char **argv)
                         optarg);
                 return 1;
             }
+            break;
+        case 'C':
+            clock_opt = optarg;
             break;
         case 'F': {
             char why[120];
@@ -742,6 +750,18 @@ int main(int argc, char **argv)
                 "vipd: no profile directory found (looked in <vipd dir>/../share/vipl/profiles, "
                 "<vipd dir>/../../lanai-fw/profiles, /usr/local/share/vipl/profiles, "
                 "/usr/share/vipl/profiles); use --profile-dir DIR or VIP_PROFILE_DIR\n");
+        return 1;
+    }
+    /* The clock: --clock, else the environment an autostarting program
+     * handed down; virtual time is a paced NIC's only. */
+    if (!clock_opt) {
+        const char *e = getenv("VIP_CLOCK");
+        clock_opt = e && *e ? e : "real";
+    }
+    if (!strcmp(clock_opt, "virtual")) {
+        kd.clock = VIA_CLOCK_VIRTUAL;
+    } else if (strcmp(clock_opt, "real") != 0) {
+        fprintf(stderr, "vipd: --clock (or VIP_CLOCK) is real or virtual, not '%s'\n", clock_opt);
         return 1;
     }
     if (!kd_nic_init((unsigned)nnics, profiles, profile_dir))

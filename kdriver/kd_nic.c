@@ -65,6 +65,13 @@ bool kd_nic_init(unsigned nnics, const char *const *profiles, const char *dir)
             goto fail;
         }
         nic->page->prof = nic->prof;
+        nic->page->clock = kd.clock;
+        if (kd.clock == VIA_CLOCK_VIRTUAL && !nic->prof.paced) {
+            fprintf(stderr, "vipd: via%u: virtual time needs a paced profile (sbus, pci), and "
+                            "'%s' has no model time: run it with --clock real, or give every "
+                            "NIC a paced --profile\n", i, nic->prof.name);
+            goto fail;
+        }
         kd_nic_scan_update(nic);
     }
     return true;

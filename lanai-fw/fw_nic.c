@@ -45,6 +45,8 @@ struct fw_nic *nic_create(const struct nic_params *p)
     nic->prof_own = p->prof ? *p->prof : p->np->prof;
     nic->prof = &nic->prof_own;
     nic->paced = nic->prof_own.paced != 0;
+    if (nic->paced && p->np && p->np->clock == VIA_CLOCK_VIRTUAL)
+        fw_vclock_start();
     static const _Atomic uint32_t never;
     nic->stage_trace = nic->paced ? &never : &nic->st->trace_on;
     nic->own_thread = p->own_thread;
@@ -274,6 +276,13 @@ uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
         atomic_store_explicit(&vi->host_in, true, memory_order_relaxed);
         fw_vi_run_tx(vi);
         atomic_store_explicit(&vi->host_in, false, memory_order_relaxed);
+    } else if (!recv && fw_vclock_on()) {
+        /* Virtual time: the NIC's work costs the host no virtual time, so
+         * it runs now and its packet is on the link before the post
+         * returns (what it promises its peers counts on it). */
+        atomic_store_explicit(&vi->host_in, true, memory_order_relaxed);
+        fw_vi_run_tx(vi);
+        atomic_store_explicit(&vi->host_in, false, memory_order_relaxed);
     } else if (!recv) {
         /* A paced NIC finds the doorbell by its own scan, at a time its model
          * derives from rung_ns; its stages are the LANai's time, not the
@@ -452,7 +461,7 @@ void fw_linked_mark(struct fw_vi *vi, bool on)
 uint64_t fw_progress(struct fw_nic *nic, bool *did, bool *left)
 {
     uint64_t now = hal_now_ns(), held_min = 0;
-    bool held_due = atomic_load_explicit(&nic->held_min, memory_order_relaxed) <= now;
+    bool held_due = atomic_load_explicit(&nic->held_min, memory_order_relaxed) <= hal_model_now_ns();
     if (held_due)
         atomic_store_explicit(&nic->held_min, UINT64_MAX, memory_order_relaxed);
     bool sweep = sweep_due(nic, now);

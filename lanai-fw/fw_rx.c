@@ -96,7 +96,7 @@ static uint64_t rresp_arrive(struct fw_vi *vi, uint32_t len)
     double c = fw_cost_stage(p, VIA_ST_T3_XDES, FW_EXT_STANDARD, len, 1) +
                fw_cost_stage(p, VIA_ST_T4_XDATA, FW_EXT_STANDARD, len, 1) +
                fw_cost_stage(p, VIA_ST_T5_TRANSMIT, FW_EXT_STANDARD, len, 1);
-    uint64_t start = fw_sched_send(nic, vi->vi_id, hal_now_ns(), (uint64_t)c, false);
+    uint64_t start = fw_sched_send(nic, vi->vi_id, hal_model_now_ns(), (uint64_t)c, false);
     return start + (uint64_t)c + (uint64_t)p->switch_ns;
 }
 
@@ -294,7 +294,7 @@ static bool rx_due(struct fw_vi *vi, const struct via_wire_hdr *h, uint64_t key)
         double c5 = frac * fw_cost_stage(p, VIA_ST_R5_XDATA, FW_EXT_STANDARD, n, n ? 1 : 0);
         double c6 = last && desc ? fw_cost_stage(p, VIA_ST_R6_UPDT, FW_EXT_STANDARD, n, 1) : 0;
         uint64_t dur = (uint64_t)(c3 + c4 + c5 + c6);
-        uint64_t start = fw_sched_recv(nic, h->arrive_ns ? h->arrive_ns : hal_now_ns(), dur);
+        uint64_t start = fw_sched_recv(nic, h->arrive_ns ? h->arrive_ns : hal_model_now_ns(), dur);
         vi->rx_release = start + dur;
         vi->rx_sched_for = key;
         if (first) {
@@ -700,6 +700,7 @@ bool fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t p
     vi->rx = FW_RX_IDLE;
     vi->err_reported = vi->err_told = vi->in_error = false;
     atomic_store(&vi->err_pending, false);
+    fw_vclock_connected(vi);
     atomic_store(&vi->db->state, VIA_VI_CONNECTED);
     return true;
 }

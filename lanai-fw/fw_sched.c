@@ -27,6 +27,8 @@
 #include "fw_hal.h"
 
 #define FW_SCHED_AHEAD_NS 1000000000ull /* 1 s: more backlog than any real NIC queue */
+/* Virtual time: a peer may be far ahead of us (it computed meanwhile). */
+#define FW_SCHED_AHEAD_VIRTUAL_NS 3600000000000ull /* an hour */
 #define FW_SCHED_LOCK_NS 20000000ull    /* 20 ms */
 
 static void np_lock(struct via_nic_page *np)
@@ -56,7 +58,8 @@ static void np_lock(struct via_nic_page *np)
 /* A time read from shared state, no further ahead than the window. */
 static uint64_t ahead_bounded(uint64_t t, uint64_t now)
 {
-    return t > now + FW_SCHED_AHEAD_NS ? now + FW_SCHED_AHEAD_NS : t;
+    uint64_t w = fw_vclock_on() ? FW_SCHED_AHEAD_VIRTUAL_NS : FW_SCHED_AHEAD_NS;
+    return t > now + w ? now + w : t;
 }
 
 static void np_unlock(struct via_nic_page *np)
@@ -67,15 +70,17 @@ static void np_unlock(struct via_nic_page *np)
 /* A busy-until time of the shared page, bounded. */
 static uint64_t ld(_Atomic uint64_t *x)
 {
-    return ahead_bounded(atomic_load_explicit(x, memory_order_relaxed), hal_now_ns());
+    return ahead_bounded(atomic_load_explicit(x, memory_order_relaxed), hal_model_now_ns());
 }
 
-/* A uniform draw in [0, 1): the phase of an unsynchronised clock. */
+/* A uniform draw in [0, 1): the phase of an unsynchronised clock. In
+ * virtual time the sequence is the same every run, so a run repeats. */
 static double phase(void)
 {
     static _Thread_local uint64_t x;
     if (!x)
-        x = (hal_now_ns() ^ ((uint64_t)getpid() << 32)) | 1;
+        x = fw_vclock_on() ? 0x9e3779b97f4a7c15ull
+                           : (hal_now_ns() ^ ((uint64_t)getpid() << 32)) | 1;
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
@@ -152,7 +157,7 @@ uint64_t fw_sched_recv(struct fw_nic *nic, uint64_t arrive_ns, uint64_t dur)
 {
     struct via_nic_page *np = nic->np;
     /* A peer's packet says when it arrives: believed within the window. */
-    arrive_ns = ahead_bounded(arrive_ns, hal_now_ns());
+    arrive_ns = ahead_bounded(arrive_ns, hal_model_now_ns());
     np_lock(np);
     /* The net receive DMA takes packets one at a time as they arrive. */
     uint64_t nrecv = ld(&np->nrecv_busy_until);
@@ -167,7 +172,7 @@ uint64_t fw_sched_recv(struct fw_nic *nic, uint64_t arrive_ns, uint64_t dur)
 
 bool fw_release_due(struct fw_vi *vi, uint64_t t)
 {
-    if (hal_now_ns() >= t)
+    if (hal_model_now_ns() >= t)
         return true;
     if (!vi->held || t < vi->held)
         vi->held = t;

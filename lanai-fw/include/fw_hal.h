@@ -11,6 +11,7 @@
 #ifndef FW_HAL_H
 #define FW_HAL_H
 
+#include "fw_vclock.h"
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -145,6 +146,14 @@ static inline uint64_t hal_now_ns(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* The time the model's stages are laid against: real time, or the
+ * process's virtual clock under VIP_CLOCK=virtual. Protocol timers
+ * (retransmission, liveness, the scheduler's lock) stay on hal_now_ns. */
+static inline uint64_t hal_model_now_ns(void)
+{
+    return fw_vclock_on() ? fw_vclock_now() : hal_now_ns();
 }
 
 #endif

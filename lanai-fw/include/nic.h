@@ -170,6 +170,31 @@ uint32_t nic_cq_queued(struct fw_cq *cq);
 bool nic_cq_resize(struct fw_cq *cq, struct via_cq_ring *ring, uint32_t entries,
                    struct via_cq_ring **old, uint32_t *queued);
 
+/*
+ * Virtual time (VIP_CLOCK=virtual; fw_vclock.c, spec-notes/virtual-time.md).
+ * A NIC whose page says so turns it on for the whole process. The host
+ * library brackets each data-path call with nic_vt_enter/nic_vt_leave
+ * (nested calls count once): the program's CPU time between calls is
+ * charged to the clock, the library's own is not. Host costs are spent
+ * with nic_vt_spend instead of spinning; a wait with nothing to take
+ * advances the clock with nic_vt_wait (false: a peer holds it back; yield
+ * and try again). nic_model_now_ns is the model's time either way.
+ */
+extern bool nic_virtual_time;
+void nic_vt_enter(void);
+/* A clock read by the program: charged at least what it costs natively. */
+uint64_t nic_vt_clock_read(void);
+void nic_vt_inside(struct fw_nic *nic);
+void nic_vt_leave(struct fw_nic *nic);
+void nic_vt_polled_empty(void);
+void nic_vt_spend(uint64_t until_ns);
+bool nic_vt_wait(struct fw_nic *nic, uint64_t next_ns);
+/* The earliest effect still ahead that this NIC holds until its modelled
+ * time, or `held` (one a progress just reported) if earlier; UINT64_MAX:
+ * none. */
+uint64_t nic_vt_next_event(struct fw_nic *nic, uint64_t held);
+uint64_t nic_model_now_ns(void);
+
 /* ---- the NIC's clock (CLOCK_MONOTONIC, the model's time base) ------------------------ */
 static inline uint64_t nic_now_ns(void)
 {

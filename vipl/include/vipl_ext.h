@@ -40,6 +40,12 @@ VIP_RETURN VipExtGetMode(VIP_VI_HANDLE ViHandle, VIP_EXT_MODE *Mode, VIP_ULONG *
 /* The hardware profile of the NIC ("native", "sbus", "pci"). */
 const char *VipExtProfileName(VIP_NIC_HANDLE NicHandle);
 
+/* The time a program should measure itself by, in nanoseconds:
+ * CLOCK_MONOTONIC, or under VIP_CLOCK=virtual the process's virtual clock
+ * (the caller's computation since its last VIPL call is charged first).
+ * Only differences mean anything. */
+unsigned long long VipExtClockNs(void);
+
 /* The name of a return code, e.g. "VIP_INVALID_PTAG". */
 const char *vip_strerror(VIP_RETURN rc);
 

@@ -89,3 +89,10 @@ const char *VipExtProfileName(VIP_NIC_HANDLE NicHandle)
     struct vip_nic *n = vipl_nic(NicHandle);
     return n ? n->attr.profile : NULL;
 }
+
+unsigned long long VipExtClockNs(void)
+{
+    if (!nic_virtual_time)
+        return nic_now_ns();
+    return nic_vt_clock_read();
+}

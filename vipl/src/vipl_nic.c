@@ -64,6 +64,33 @@ static void default_error_handler(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e)
             vi ? vi->id : 0u, vip_error_code_str(e->ErrorCode));
 }
 
+/* The program's VIP_CLOCK, vipd's clock and the profile must agree: a
+ * sweep the user asked to run in virtual time never quietly runs in real
+ * time, and one process never mixes the two (spec-notes/virtual-time.md). */
+static VIP_RETURN clock_agrees(const struct vip_nic *n, const struct via_profile *prof)
+{
+    const char *want = getenv("VIP_CLOCK");
+    bool virt = n->np->clock == VIA_CLOCK_VIRTUAL;
+    if (want && *want && strcmp(want, "virtual") && strcmp(want, "real"))
+        return vipl_fail(VIP_INVALID_PARAMETER, "VIP_CLOCK is real or virtual, not '%s'", want);
+    if (want && !strcmp(want, "virtual") && !prof->paced)
+        return vipl_fail(VIP_INVALID_PARAMETER,
+                         "VIP_CLOCK=virtual, but via%u runs the '%.31s' profile, which has no "
+                         "model time: virtual time needs a paced profile (VIP_PROFILE=sbus or "
+                         "pci)", n->nic_index, prof->name);
+    if (want && *want && virt != !strcmp(want, "virtual"))
+        return vipl_fail(VIP_INVALID_PARAMETER,
+                         "VIP_CLOCK=%s, but the vipd at %s runs %s time (it was started with "
+                         "--clock %s; an idle one exits 60 s after its last client, or stop it "
+                         "with 'vipctl -s %s shutdown')", want, n->sock_path,
+                         virt ? "virtual" : "real", virt ? "virtual" : "real", n->sock_path);
+    if (nic_virtual_time && !virt)
+        return vipl_fail(VIP_INVALID_PARAMETER,
+                         "this process runs in virtual time and via%u in real time: one "
+                         "process cannot mix them", n->nic_index);
+    return VIP_SUCCESS;
+}
+
 VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle)
 {
     uint32_t idx;
@@ -119,6 +146,8 @@ VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle)
     }
     rc = vipl_call(n, VIA_CTL_QUERY_NIC, NULL, 0, &n->attr, sizeof n->attr, NULL, NULL);
     if (rc != VIP_SUCCESS)
+        goto fail;
+    if ((rc = clock_agrees(n, &r.prof)) != VIP_SUCCESS)
         goto fail;
     const char *pm = getenv("VIP_PROGRESS");
     struct nic_params np = {.nic_index = (uint16_t)idx, .tpt = n->tpt_map, .ev = n->ev,

@@ -18,16 +18,13 @@ static inline void count1(_Atomic uint64_t *c)
                           memory_order_relaxed);
 }
 
-static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bool recv)
+/* Build and Ring, the host's modelled cost starting at t0 (the library's
+ * own work happens inside it, not on top of it). */
+static VIP_RETURN post_in(struct vip_vi *vi, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bool recv,
+                          bool vt)
 {
-    struct vip_vi *vi = vipl_vi(h);
-    if (!vi || !d)
-        return vipl_fail(VIP_INVALID_PARAMETER, "%s", !vi ? "not a VI handle"
-                                                          : "descriptor pointer is NULL");
-    /* The host's modelled Build + Ring starts here: the library's own work
-     * below happens inside it, not on top of it. */
     bool paced = vi->paced;
-    uint64_t t0 = paced ? nic_now_ns() : 0, cost;
+    uint64_t t0 = paced ? nic_model_now_ns() : 0, cost;
     fw_lock(&vi->lock);
     uint32_t st = atomic_load_explicit(&vi->db->state, memory_order_relaxed);
     if (!recv && (st == VIA_VI_IDLE || st == VIA_VI_PENDING)) {
@@ -59,10 +56,35 @@ static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bo
     }
     cost = nic_ring(vi->hw, recv, &tok, m, n, t0);
     fw_unlock(&vi->lock);
-    if (cost)
+    if (cost && vt)
+        nic_vt_spend(t0 + cost); /* virtual time: the clock moves, nobody waits */
+    else if (cost)
         vipl_spend_until(t0 + cost);
     vipl_deliver_error(vi);
     return VIP_SUCCESS;
+}
+
+static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bool recv)
+{
+    if (!nic_virtual_time) {
+        struct vip_vi *vi = vipl_vi(h);
+        if (!vi || !d)
+            return vipl_fail(VIP_INVALID_PARAMETER, "%s", !vi ? "not a VI handle"
+                                                              : "descriptor pointer is NULL");
+        return post_in(vi, d, mh, recv, false);
+    }
+    /* Virtual time (every NIC of the process is paced): the program's
+     * computation since its last call is charged first, before any of the
+     * library's own work, which is not charged until we leave. */
+    nic_vt_enter();
+    struct vip_vi *vi = vipl_vi(h);
+    if (vi)
+        nic_vt_inside(vi->nic->hw);
+    VIP_RETURN rc = !vi || !d ? vipl_fail(VIP_INVALID_PARAMETER, "%s",
+                                          !vi ? "not a VI handle" : "descriptor pointer is NULL")
+                              : post_in(vi, d, mh, recv, true);
+    nic_vt_leave(vi ? vi->nic->hw : NULL);
+    return rc;
 }
 
 VIP_RETURN VipPostSend(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR *DescriptorPtr,

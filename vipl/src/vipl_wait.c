@@ -191,19 +191,42 @@ static inline void polls_found(struct vip_vi *vi)
 static __attribute__((noinline)) VIP_RETURN done_progress(struct vip_vi *vi, bool recv,
                                                          VIP_DESCRIPTOR **out, uint64_t *held)
 {
+    bool vt = vi->paced && nic_virtual_time;
+    if (vt) {
+        nic_vt_enter();
+        nic_vt_inside(vi->nic->hw);
+    }
     uint64_t h = nic_vi_progress(vi->hw, true);
     if (held)
         *held = h;
     /* A paced host pays Done's modelled cost for what it takes; the
      * library's own work of taking it happens inside that cost. */
-    uint64_t t0 = vi->paced ? nic_now_ns() : 0;
+    uint64_t t0 = vi->paced ? nic_model_now_ns() : 0;
     bool got = pop_done(vi, recv, out);
     vipl_deliver_error(vi);
     if (got) {
-        if (vi->paced)
+        if (vt)
+            nic_vt_spend(t0 + nic_done_cost(vi->hw));
+        else if (vi->paced)
             vipl_spend_until(t0 + nic_done_cost(vi->hw));
         polls_found(vi);
+        if (vt)
+            nic_vt_leave(vi->nic->hw);
         return VIP_SUCCESS;
+    }
+    if (vt) {
+        /* Virtual time: a poll that finds nothing waits for the next event
+         * (a wait of ours steps for itself: held is then ours to report).
+         * Held back by a peer, it offers the CPU: the peer moves first. */
+        bool moved = true;
+        if (!held)
+            moved = nic_vt_wait(vi->nic->hw, nic_vt_next_event(vi->nic->hw, h));
+        if (!moved)
+            sched_yield(); /* inside the library: not the program's time */
+        if (!held)
+            nic_vt_polled_empty();
+        nic_vt_leave(vi->nic->hw);
+        return VIP_NOT_DONE;
     }
     /* Counted per VI, with plain loads and stores: threads polling one VI
      * at once may lose counts, which only moves a yield. */
@@ -362,10 +385,47 @@ static uint64_t deadline_of(VIP_ULONG timeout_ms)
     return nic_now_ns() + (uint64_t)timeout_ms * 1000000u;
 }
 
+/*
+ * A wait in virtual time: never sleeps in real time. Each round takes what
+ * is ready, else moves the clock to the next event (an effect the NIC
+ * holds, the deadline), as far as the peers' promises allow; held back,
+ * it offers the CPU until a peer has moved. The timeout is virtual.
+ */
+static VIP_RETURN wait_virtual(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn ready,
+                               void *arg, const char *what)
+{
+    nic_vt_enter();
+    nic_vt_inside(n->hw);
+    uint64_t deadline = UINT64_MAX, start = nic_model_now_ns();
+    if (timeout_ms < VIP_INFINITE)
+        deadline = start + (uint64_t)timeout_ms * 1000000u;
+    VIP_RETURN rc = VIP_SUCCESS;
+    for (;;) {
+        uint64_t held = 0;
+        if (ready(arg, &held))
+            break;
+        if (nic_model_now_ns() >= deadline) {
+            rc = vipl_fail(VIP_TIMEOUT, "%s: nothing completed within %lu ms of virtual time "
+                                        "(the peer sent nothing that could complete it)",
+                           what, (unsigned long)timeout_ms);
+            break;
+        }
+        uint64_t next = nic_vt_next_event(n->hw, held);
+        if (deadline < next)
+            next = deadline;
+        if (!nic_vt_wait(n->hw, next))
+            sched_yield();
+    }
+    nic_vt_leave(n->hw);
+    return rc;
+}
+
 VIP_RETURN vipl_wait(struct vip_nic *n, struct vip_vi *vi, struct vip_cq *cq,
                      VIP_ULONG timeout_ms, vipl_ready_fn ready, void *arg, const char *what)
 {
     uint64_t held = 0;
+    if (nic_virtual_time && nic_paced(n->hw))
+        return wait_virtual(n, timeout_ms, ready, arg, what);
     if (ready(arg, &held))
         return VIP_SUCCESS;
     uint64_t start = nic_now_ns();

@@ -1,0 +1,318 @@
+/*
+ * test_vclock.c - virtual time (VIP_CLOCK=virtual, vipd --clock virtual).
+ *
+ * A vipd of the test's own runs two sbus NICs in virtual time. A paced
+ * ping-pong then measures, with the program's own clock (VipExtClockNs),
+ * the model's one-way time, and the same again on a second run; a
+ * program's computation advances its clock by its CPU time; a timeout is
+ * virtual; a peer blocked outside the library (waiting for its child)
+ * does not stop the other side; and every way to ask for virtual time
+ * where there is no model time is refused with a message saying why.
+ * Nothing here depends on how busy the machine is.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fw_model.h"
+#include "lib/tlib.h"
+#include "lib/tvipd.h"
+#include "vipl_ext.h"
+
+#define ITERS 300u
+
+static struct tvipd V;
+static bool have_vipd;
+
+static const char *profile_dir(void)
+{
+    const char *d = getenv("VIP_PROFILE_DIR");
+    return d && *d ? d : "lanai-fw/profiles";
+}
+
+struct echo_cfg {
+    char disc[17];
+    unsigned iters;
+};
+
+/* The reflector: take a message, re-post the receive, echo it, and reap
+ * the echo while the next message is on its way. Then the client's bye. */
+static int echo_server(void *arg)
+{
+    const struct echo_cfg *c = arg;
+    struct tl_nic t;
+    struct tl_buf b;
+    VIP_VI_HANDLE vi;
+    TC_RC(tl_open(&t, "via1"), VIP_SUCCESS);
+    TC_RC(tl_buf_alloc(&t, &b, 8192), VIP_SUCCESS);
+    VIP_DESCRIPTOR *rd = (VIP_DESCRIPTOR *)(void *)b.p, *sd = rd + 1;
+    uint8_t *buf = b.p + 4096;
+    TC_RC(tl_vi(&t, VIP_SERVICE_RELIABLE_DELIVERY, NULL, NULL, &vi), VIP_SUCCESS);
+    tl_desc_1(rd, buf, 4, b.mh);
+    TC_RC(VipPostRecv(vi, rd, b.mh), VIP_SUCCESS);
+    TC_RC(tl_accept(&t, vi, c->disc, 20000), VIP_SUCCESS);
+    for (unsigned i = 0; i < c->iters; i++) {
+        VIP_DESCRIPTOR *d;
+        TC_RC(VipRecvWait(vi, 20000, &d), VIP_SUCCESS);
+        tl_desc_1(rd, buf, 4, b.mh);
+        TC_RC(VipPostRecv(vi, rd, b.mh), VIP_SUCCESS);
+        tl_desc_1(sd, buf + 64, 4, b.mh);
+        TC_RC(VipPostSend(vi, sd, b.mh), VIP_SUCCESS);
+        TC_RC(VipSendWait(vi, 20000, &d), VIP_SUCCESS);
+    }
+    VIP_DESCRIPTOR *d;
+    TC_RC(VipRecvWait(vi, 20000, &d), VIP_SUCCESS); /* the bye */
+    VipDisconnect(vi);
+    VipDestroyVi(vi);
+    tl_buf_free(&b);
+    tl_close(&t);
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The client's end: via0, a 4-byte receive posted, connected to the
+ * server on via1 under cfg->disc. 0, or -1 (the failure recorded). */
+static int client_open(const struct echo_cfg *cfg, struct tl_nic *t, struct tl_buf *b,
+                       VIP_VI_HANDLE *vi)
+{
+    TRC(tl_open(t, "via0"), VIP_SUCCESS);
+    TRC(tl_buf_alloc(t, b, 8192), VIP_SUCCESS);
+    VIP_DESCRIPTOR *rd = (VIP_DESCRIPTOR *)(void *)b->p;
+    TRC(tl_vi(t, VIP_SERVICE_RELIABLE_DELIVERY, NULL, NULL, vi), VIP_SUCCESS);
+    tl_desc_1(rd, b->p + 4096, 4, b->mh);
+    TRC(VipPostRecv(*vi, rd, b->mh), VIP_SUCCESS);
+    TRC(tl_request(t, *vi, "via1", cfg->disc, 20000), VIP_SUCCESS);
+    return 0;
+out:
+    return -1;
+}
+
+/* The client's teardown, its child waited for first (the connection still
+ * open: the server must take the bye while we are blocked in waitpid). */
+static void client_close(struct tl_child *ch, struct tl_nic *t, struct tl_buf *b,
+                         VIP_VI_HANDLE vi)
+{
+    if (ch->pid)
+        TCHILD_OK(ch, 60000);
+    if (vi) {
+        VipDisconnect(vi);
+        VipDestroyVi(vi);
+    }
+    tl_buf_free(b);
+    if (t->nic)
+        tl_close(t);
+}
+
+/* A ping-pong of `iters` 4-byte messages, timed with the program's own
+ * clock; the client blocks in waitpid (outside the library) after its bye,
+ * while the server still has to take it. Median one-way in ns, or -1. */
+static double pingpong(unsigned iters)
+{
+    struct echo_cfg cfg = {.iters = iters};
+    tl_discrim(cfg.disc, "vt");
+    struct tl_child ch = {0};
+    struct tl_nic t = {0};
+    struct tl_buf b = {0};
+    VIP_VI_HANDLE vi = NULL;
+    double *ow = calloc(iters, sizeof *ow), median = -1;
+    TCHK(ow != NULL);
+    TCHK(tl_spawn(&ch, echo_server, &cfg) == 0);
+    TCHK(client_open(&cfg, &t, &b, &vi) == 0);
+    VIP_DESCRIPTOR *rd = (VIP_DESCRIPTOR *)(void *)b.p, *sd = rd + 1;
+    uint8_t *buf = b.p + 4096;
+    for (unsigned i = 0; i < iters; i++) {
+        VIP_DESCRIPTOR *d;
+        tl_desc_1(sd, buf + 64, 4, b.mh);
+        unsigned long long t0 = VipExtClockNs();
+        TRC(VipPostSend(vi, sd, b.mh), VIP_SUCCESS);
+        TRC(VipRecvWait(vi, 20000, &d), VIP_SUCCESS);
+        tl_desc_1(rd, buf, 4, b.mh);
+        TRC(VipPostRecv(vi, rd, b.mh), VIP_SUCCESS);
+        ow[i] = (double)(VipExtClockNs() - t0) / 2;
+        TRC(VipSendWait(vi, 20000, &d), VIP_SUCCESS); /* the send, reaped off the clock */
+    }
+    tl_desc_1(sd, buf + 64, 0, b.mh);
+    TRC(VipPostSend(vi, sd, b.mh), VIP_SUCCESS);
+    VIP_DESCRIPTOR *d;
+    TRC(VipSendWait(vi, 20000, &d), VIP_SUCCESS);
+    qsort(ow, iters, sizeof *ow, cmp_double);
+    median = ow[iters / 2];
+out:
+    client_close(&ch, &t, &b, vi);
+    free(ow);
+    return median;
+}
+
+/* The model's one-way time, and the same measured twice: equal to 1%. */
+static void test_pingpong_is_the_model(void)
+{
+    CU_ASSERT_FATAL(have_vipd);
+    struct via_profile p;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(fw_profile_load("sbus", profile_dir(), &p, err, sizeof err), 0);
+    struct fw_prediction pr;
+    fw_predict(&p, FW_EXT_STANDARD, 4, 2, &pr);
+    double a = pingpong(ITERS), b = pingpong(ITERS);
+    fprintf(stderr, " (model %.3f us, measured %.3f and %.3f) ", pr.oneway / 1000, a / 1000,
+            b / 1000);
+    CU_ASSERT(a > 0 && b > 0);
+    CU_ASSERT(a >= 0.97 * pr.oneway && a <= 1.03 * pr.oneway);
+    CU_ASSERT(b >= 0.99 * a && b <= 1.01 * a);
+}
+
+/* The program's computation between calls advances its clock by the CPU
+ * time it used; a clock read costs a little, so a loop on it moves. */
+static void test_cpu_time_charged(void)
+{
+    CU_ASSERT_FATAL(have_vipd);
+    unsigned long long t0 = VipExtClockNs();
+    struct timespec a, b;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    volatile unsigned long long x = 0;
+    do {
+        for (unsigned i = 0; i < 10000; i++)
+            x += i;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    } while ((b.tv_sec - a.tv_sec) * 1000000000ll + (b.tv_nsec - a.tv_nsec) < 5000000);
+    unsigned long long d = VipExtClockNs() - t0;
+    CU_ASSERT(d >= 5000000ull && d <= 6000000ull);
+    if (d < 5000000ull || d > 6000000ull)
+        fprintf(stderr, "\n  5 ms of CPU advanced the clock %llu ns\n", d);
+    /* ten thousand reads of the clock and nothing else: it moves */
+    t0 = VipExtClockNs();
+    for (unsigned i = 0; i < 10000; i++)
+        (void)VipExtClockNs();
+    CU_ASSERT(VipExtClockNs() - t0 >= 10000ull * 20);
+}
+
+/* A VIPL timeout is virtual: a wait for a message nobody sends returns
+ * VIP_TIMEOUT when the clock has reached it, and the clock stands there.
+ * The peer blocks outside the library meanwhile (in read() on a pipe):
+ * the waiter goes on without its promise, the deadline is the only event,
+ * and the peer, back inside, still takes the bye. */
+static int go_pipe[2] = {-1, -1};
+
+static int quiet_server(void *arg)
+{
+    const struct echo_cfg *c = arg;
+    struct tl_nic t;
+    struct tl_buf b;
+    VIP_VI_HANDLE vi;
+    close(go_pipe[1]);
+    TC_RC(tl_open(&t, "via1"), VIP_SUCCESS);
+    TC_RC(tl_buf_alloc(&t, &b, 8192), VIP_SUCCESS);
+    VIP_DESCRIPTOR *rd = (VIP_DESCRIPTOR *)(void *)b.p;
+    TC_RC(tl_vi(&t, VIP_SERVICE_RELIABLE_DELIVERY, NULL, NULL, &vi), VIP_SUCCESS);
+    tl_desc_1(rd, b.p + 4096, 4, b.mh);
+    TC_RC(VipPostRecv(vi, rd, b.mh), VIP_SUCCESS);
+    TC_RC(tl_accept(&t, vi, c->disc, 20000), VIP_SUCCESS);
+    char go;
+    TC_CHECK(read(go_pipe[0], &go, 1) == 1); /* blocked outside the library */
+    VIP_DESCRIPTOR *d;
+    TC_RC(VipRecvWait(vi, 60000, &d), VIP_SUCCESS); /* the bye, and nothing before */
+    VipDisconnect(vi);
+    VipDestroyVi(vi);
+    tl_buf_free(&b);
+    tl_close(&t);
+    return 0;
+}
+
+static void test_timeout_is_virtual(void)
+{
+    CU_ASSERT_FATAL(have_vipd);
+    struct echo_cfg cfg = {.iters = 0};
+    tl_discrim(cfg.disc, "to");
+    struct tl_child ch = {0};
+    struct tl_nic t = {0};
+    struct tl_buf b = {0};
+    VIP_VI_HANDLE vi = NULL;
+    TCHK(pipe(go_pipe) == 0);
+    TCHK(tl_spawn(&ch, quiet_server, &cfg) == 0);
+    close(go_pipe[0]);
+    go_pipe[0] = -1;
+    TCHK(client_open(&cfg, &t, &b, &vi) == 0);
+    VIP_DESCRIPTOR *sd = (VIP_DESCRIPTOR *)(void *)b.p + 1;
+    unsigned long long t0 = VipExtClockNs();
+    VIP_DESCRIPTOR *d;
+    VIP_RETURN rc = VipRecvWait(vi, 7, &d);
+    unsigned long long w = VipExtClockNs() - t0; /* before the test's own work */
+    TRC(rc, VIP_TIMEOUT);
+    /* the deadline is an event of its own: the clock stops on it */
+    CU_ASSERT(w >= 7000000ull && w < 7002000ull);
+    if (w < 7000000ull || w >= 7002000ull)
+        fprintf(stderr, "\n  a 7 ms timeout took %llu ns of virtual time\n", w);
+    TCHK(write(go_pipe[1], "g", 1) == 1);
+    tl_desc_1(sd, b.p + 4096 + 64, 0, b.mh);
+    TRC(VipPostSend(vi, sd, b.mh), VIP_SUCCESS);
+    TRC(VipSendWait(vi, 20000, &d), VIP_SUCCESS);
+out:
+    if (go_pipe[1] >= 0) {
+        close(go_pipe[1]); /* a server still blocked reads EOF and fails */
+        go_pipe[1] = -1;
+    }
+    client_close(&ch, &t, &b, vi);
+}
+
+/* Virtual time where there is no model time, or where the program and
+ * vipd disagree, is refused, saying why. */
+static void test_refusals(void)
+{
+    char cmd[1024], out[2048] = "";
+    const char *bd = getenv("B") ? getenv("B") : "build";
+    snprintf(cmd, sizeof cmd, "%s/bin/vipd -f -s /tmp/vt-refuse-%d.sock --clock virtual 2>&1",
+             bd, (int)getpid());
+    FILE *p = popen(cmd, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    CU_ASSERT(strstr(out, "virtual time needs a paced profile") != NULL);
+    snprintf(cmd, sizeof cmd, "%s/bin/vipd -f -s /tmp/vt-refuse-%d.sock --clock later 2>&1", bd,
+             (int)getpid());
+    p = popen(cmd, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    st = pclose(p);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    CU_ASSERT(strstr(out, "real or virtual, not 'later'") != NULL);
+    /* the program asks for real time from a virtual vipd */
+    CU_ASSERT_FATAL(have_vipd);
+    setenv("VIP_CLOCK", "real", 1);
+    VIP_NIC_HANDLE nic;
+    CU_ASSERT_EQUAL(VipOpenNic("via0", &nic), VIP_INVALID_PARAMETER);
+    CU_ASSERT(strstr(vip_last_error(), "runs virtual time") != NULL);
+    setenv("VIP_CLOCK", "soon", 1);
+    CU_ASSERT_EQUAL(VipOpenNic("via0", &nic), VIP_INVALID_PARAMETER);
+    CU_ASSERT(strstr(vip_last_error(), "real or virtual, not 'soon'") != NULL);
+    unsetenv("VIP_CLOCK");
+}
+
+static const struct tl_test tests[] = {
+    TL_TEST(test_pingpong_is_the_model),
+    TL_TEST(test_cpu_time_charged),
+    TL_TEST(test_timeout_is_virtual),
+    TL_TEST(test_refusals),
+    TL_END,
+};
+
+int main(int argc, char **argv)
+{
+    /* Our own vipd: two sbus NICs in virtual time. */
+    static const char *const extra[] = {"--clock", "virtual", "--profile", "sbus", NULL};
+    have_vipd = tvipd_start(&V, extra, 0) == 0;
+    int rc = tl_main(argc, argv, "virtual time", tests);
+    if (have_vipd)
+        tvipd_stop(&V);
+    return rc;
+}
