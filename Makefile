@@ -80,6 +80,8 @@ VIPD   := $(B)/bin/vipd
 VIPCTL := $(B)/bin/vipctl
 # the system vipd's start script (vipd --system; kdriver/vipd.service.in under systemd)
 VIPD_START := $(B)/bin/vipd-start
+VIPCLOCK_SO := $(B)/lib/libvipclock.so
+VIPCLOCK    := $(B)/bin/vipclock
 BENCHES:= $(patsubst bench/%.c,$(B)/bin/%,$(BENCH_SRCS))
 TESTS  := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRCS))
 # An old VIPL program (tests/oldvia), built as its authors built theirs:
@@ -106,7 +108,8 @@ else
 all: progs testprogs
 endif
 # everything but the tests (which need CUnit)
-progs: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(VIPD_START) $(BENCHES) $(B)/lib/pkgconfig/vipl.pc \
+progs: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(VIPD_START) $(VIPCLOCK_SO) $(VIPCLOCK) $(BENCHES) \
+	$(B)/lib/pkgconfig/vipl.pc \
 	$(AM2SO) $(AM2A) $(AMRUN) $(AM2_BENCHES) $(B)/lib/pkgconfig/am2.pc $(FI_BENCHES)
 testprogs: $(TESTS) $(OLDVIA) $(COMPAT_PROGS) $(AM2_HELPERS)
 
@@ -139,6 +142,15 @@ $(VIPCTL): $(call obj,$(VIPCTL_SRCS))
 	$(CC) $(LDFLAGS) -o $@ $^ $(HOSTDEV_LIBS)
 
 $(VIPD_START): kdriver/vipd-start.sh
+	@mkdir -p $(dir $@)
+	install -m 755 $< $@
+
+# vipclock: an unmodified program's own clock calls read virtual time
+# (LD_PRELOAD of libvipclock.so, which answers through libvipl).
+$(VIPCLOCK_SO): $(B)/obj/vipl/clock/vipclock.o $(LIBSO)
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(LDFLAGS) -o $@ $< -L$(B)/lib -lvipl -Wl,-rpath,'$$ORIGIN' -ldl -lpthread
+$(VIPCLOCK): vipl/clock/vipclock.sh
 	@mkdir -p $(dir $@)
 	install -m 755 $< $@
 
@@ -325,7 +337,7 @@ bench-hosts: progs
 	@B=$(B) bench/run_hosts.sh $(if $(QUICK),--quick)
 
 # ---- install --------------------------------------------------------------------
-install: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(B)/lib/pkgconfig/vipl.pc
+install: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(VIPCLOCK_SO) $(B)/lib/pkgconfig/vipl.pc
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 644 vipl/include/vipl.h vipl/include/vipl_ext.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/
@@ -335,6 +347,8 @@ install: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(B)/lib/pkgconfig/vipl.pc
 		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/vipl.pc
 	install -m 755 $(VIPD) $(VIPCTL) $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 kdriver/vipd-start.sh $(DESTDIR)$(PREFIX)/bin/vipd-start
+	install -m 755 $(VIPCLOCK_SO) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 vipl/clock/vipclock.sh $(DESTDIR)$(PREFIX)/bin/vipclock
 	install -d $(DESTDIR)$(PREFIX)/lib/systemd/system
 	sed -e 's|@PREFIX@|$(PREFIX)|' kdriver/vipd.service.in \
 		> $(DESTDIR)$(PREFIX)/lib/systemd/system/vipd.service

@@ -44,7 +44,7 @@ static const struct {
     PUB(VipSendNotify), PUB(VipRecvNotify), PUB(VipCQNotify), PUB(VipErrorCallback),
     PUB(VipNSInit), PUB(VipNSGetHostByName), PUB(VipNSGetHostByAddr), PUB(VipNSShutdown),
     /* vipl_ext.h */
-    PUB(VipExtSetMode), PUB(VipExtGetMode), PUB(VipExtProfileName), PUB(VipExtClockNs),
+    PUB(VipExtSetMode), PUB(VipExtGetMode), PUB(VipExtProfileName), PUB(VipExtClockNs), PUB(VipExtClockVirtual),
     PUB(vip_strerror), PUB(vip_error_code_str), PUB(vip_last_error),
 };
 #define N_PUBLIC (sizeof(public_api) / sizeof(public_api[0]))

@@ -298,10 +298,56 @@ static void test_refusals(void)
     unsetenv("VIP_CLOCK");
 }
 
+/* vipclock: an unmodified program (tests/oldvia/mp_bench, which times
+ * itself with clock_gettime) reads virtual time, and prints the model's
+ * one-way time plus what its message layer adds (a header on the wire, a
+ * send reap: under a tenth), the same on a second run. (Without vipclock
+ * it prints the real time the run took.) */
+static double mp_pingpong_4(bool with_vipclock)
+{
+    char bin[256], cmd[2048], line[256];
+    snprintf(bin, sizeof bin, "%s", getenv("TL_VIPCTL") ? getenv("TL_VIPCTL") : "");
+    char *slash = strrchr(bin, '/');
+    if (!slash)
+        return -1;
+    *slash = 0; /* .../bin */
+    const char *pre = with_vipclock ? "/vipclock" : "";
+    snprintf(cmd, sizeof cmd,
+             "%s%s %s/../tests/mp_bench -r 1 -d via0,via1 -n 300 -x 4 >/dev/null 2>&1 & "
+             "%s%s %s/../tests/mp_bench -r 0 -d via0,via1 -n 300 -x 4 2>&1; wait",
+             with_vipclock ? bin : "", pre, bin, with_vipclock ? bin : "", pre, bin);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    double us = -1;
+    while (fgets(line, sizeof line, p)) {
+        double v;
+        if (sscanf(line, "pingpong 4 bytes %lf us", &v) == 1)
+            us = v;
+    }
+    pclose(p);
+    return us;
+}
+
+static void test_vipclock_unmodified_program(void)
+{
+    CU_ASSERT_FATAL(have_vipd);
+    struct via_profile p;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(fw_profile_load("sbus", profile_dir(), &p, err, sizeof err), 0);
+    struct fw_prediction pr;
+    fw_predict(&p, FW_EXT_STANDARD, 4, 2, &pr);
+    double model = pr.oneway / 1000, v = mp_pingpong_4(true), w = mp_pingpong_4(true);
+    fprintf(stderr, " (model %.2f us, under vipclock %.2f and %.2f) ", model, v, w);
+    CU_ASSERT(v >= 0.99 * model && v <= 1.10 * model);
+    CU_ASSERT(w >= 0.99 * v && w <= 1.01 * v);
+}
+
 static const struct tl_test tests[] = {
     TL_TEST(test_pingpong_is_the_model),
     TL_TEST(test_cpu_time_charged),
     TL_TEST(test_timeout_is_virtual),
+    TL_TEST(test_vipclock_unmodified_program),
     TL_TEST(test_refusals),
     TL_END,
 };

@@ -46,6 +46,10 @@ const char *VipExtProfileName(VIP_NIC_HANDLE NicHandle);
  * Only differences mean anything. */
 unsigned long long VipExtClockNs(void);
 
+/* 1 when this process runs in virtual time (a NIC open under
+ * VIP_CLOCK=virtual), else 0. */
+int VipExtClockVirtual(void);
+
 /* The name of a return code, e.g. "VIP_INVALID_PTAG". */
 const char *vip_strerror(VIP_RETURN rc);
 

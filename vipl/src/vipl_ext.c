@@ -90,6 +90,11 @@ const char *VipExtProfileName(VIP_NIC_HANDLE NicHandle)
     return n ? n->attr.profile : NULL;
 }
 
+int VipExtClockVirtual(void)
+{
+    return nic_virtual_time ? 1 : 0;
+}
+
 unsigned long long VipExtClockNs(void)
 {
     if (!nic_virtual_time)
