@@ -339,8 +339,16 @@ static void test_vipclock_unmodified_program(void)
     fw_predict(&p, FW_EXT_STANDARD, 4, 2, &pr);
     double model = pr.oneway / 1000, v = mp_pingpong_4(true), w = mp_pingpong_4(true);
     fprintf(stderr, " (model %.2f us, under vipclock %.2f and %.2f) ", model, v, w);
+    CU_ASSERT(v > 0 && w > 0);
+    /* A sanitizer's instrumented program computes several times more
+     * between its calls, and is charged for it: only the plain build
+     * shows the model's figure. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    fprintf(stderr, "(figures not checked under a sanitizer) ");
+#else
     CU_ASSERT(v >= 0.99 * model && v <= 1.10 * model);
     CU_ASSERT(w >= 0.99 * v && w <= 1.01 * v);
+#endif
 }
 
 static const struct tl_test tests[] = {

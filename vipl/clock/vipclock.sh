@@ -14,6 +14,8 @@ if [ ! -f "$lib" ]; then
     echo "vipclock: $lib is missing (build with make)" >&2
     exit 1
 fi
+# A sanitizer build: ASan's runtime must come first of all preloads.
+asan=$(ldd "$lib" 2>/dev/null | awk '/libasan/ { print $3; exit }')
 export VIP_CLOCK=virtual
-export LD_PRELOAD="$lib${LD_PRELOAD:+:$LD_PRELOAD}"
+export LD_PRELOAD="${asan:+$asan:}$lib${LD_PRELOAD:+:$LD_PRELOAD}"
 exec "$@"
