@@ -461,7 +461,8 @@ void fw_linked_mark(struct fw_vi *vi, bool on)
 uint64_t fw_progress(struct fw_nic *nic, bool *did, bool *left)
 {
     uint64_t now = hal_now_ns(), held_min = 0;
-    bool held_due = atomic_load_explicit(&nic->held_min, memory_order_relaxed) <= hal_model_now_ns();
+    uint64_t model_now = fw_vclock_on() ? fw_vclock_now() : now; /* one clock read */
+    bool held_due = atomic_load_explicit(&nic->held_min, memory_order_relaxed) <= model_now;
     if (held_due)
         atomic_store_explicit(&nic->held_min, UINT64_MAX, memory_order_relaxed);
     bool sweep = sweep_due(nic, now);

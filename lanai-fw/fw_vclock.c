@@ -94,12 +94,12 @@ void fw_vclock_start(void)
     nic_virtual_time = true;
 }
 
-void fw_vclock_polled_empty(void)
+void nic_vt_polled_empty(void)
 {
     tl_polled_empty = true;
 }
 
-void fw_vclock_raise(uint64_t t)
+static void raise_to(uint64_t t)
 {
     uint64_t cur = atomic_load_explicit(&fw_vclock.now, memory_order_relaxed);
     while (cur < t && !atomic_compare_exchange_weak_explicit(&fw_vclock.now, &cur, t,
@@ -108,12 +108,11 @@ void fw_vclock_raise(uint64_t t)
         ;
 }
 
-void fw_vclock_enter(void)
-{
-    fw_vclock_enter_min(0);
-}
-
-void fw_vclock_enter_min(uint64_t least_ns)
+/* Charge the calling thread's computation since it last left the library,
+ * at least least_ns (a call that is itself the program's work, such as a
+ * clock read in a loop); the library's own work until nic_vt_leave is not
+ * charged. */
+static void enter_min(uint64_t least_ns)
 {
     if (!nic_virtual_time || tl_depth++ || !tl_left_cpu)
         return;
@@ -135,7 +134,7 @@ void fw_vclock_enter_min(uint64_t least_ns)
     tl_polled_empty = false;
 }
 
-uint64_t fw_vclock_lookahead(const struct fw_nic *nic)
+static uint64_t lookahead(const struct fw_nic *nic)
 {
     uint64_t la = (uint64_t)(nic->prof->switch_ns + nic->prof->xmit_ns);
     return la ? la : 1;
@@ -196,11 +195,6 @@ static uint64_t horizon(struct fw_nic *nic, bool skip_blocked)
     return h;
 }
 
-uint64_t fw_vclock_horizon(struct fw_nic *nic)
-{
-    return horizon(nic, false);
-}
-
 /* Promise every peer of this NIC that nothing we send arrives before `at`
  * (0: promise nothing new), and say whether we are outside the library.
  * True if a peer went on without our promise meanwhile (told once). */
@@ -226,11 +220,6 @@ static bool promise(struct fw_nic *nic, uint64_t at, uint32_t outside)
     return skipped;
 }
 
-void fw_vclock_promise(struct fw_nic *nic, uint64_t at)
-{
-    (void)promise(nic, at, 0);
-}
-
 void fw_vclock_connected(struct fw_vi *vi)
 {
     if (!nic_virtual_time)
@@ -242,12 +231,12 @@ void fw_vclock_connected(struct fw_vi *vi)
         return;
     struct via_chan_dir *d = &c->dir[vi->side];
     atomic_store_explicit(&d->vt_pid, (uint32_t)getpid(), memory_order_relaxed);
-    atomic_store_explicit(&d->vt_bound, fw_vclock_now() + fw_vclock_lookahead(vi->nic),
+    atomic_store_explicit(&d->vt_bound, fw_vclock_now() + lookahead(vi->nic),
                           memory_order_release);
     atomic_store_explicit(&d->vt_outside, 1, memory_order_release);
 }
 
-void fw_vclock_inside(struct fw_nic *nic)
+void nic_vt_inside(struct fw_nic *nic)
 {
     if (!nic_virtual_time)
         return;
@@ -256,25 +245,29 @@ void fw_vclock_inside(struct fw_nic *nic)
      * deliver, so nothing we send lands in their past. */
     if (promise(nic, 0, 0)) {
         uint64_t h = horizon(nic, false);
-        uint64_t la = fw_vclock_lookahead(nic);
+        uint64_t la = lookahead(nic);
         if (h != UINT64_MAX && h > la)
-            fw_vclock_raise(h - la);
+            raise_to(h - la);
     }
 }
 
-void fw_vclock_leave(struct fw_nic *nic)
+void nic_vt_leave(struct fw_nic *nic)
 {
     if (!nic_virtual_time || (tl_depth && --tl_depth))
         return;
     if (nic)
-        (void)promise(nic, fw_vclock_now() + fw_vclock_lookahead(nic), 1);
+        (void)promise(nic, fw_vclock_now() + lookahead(nic), 1);
     tl_left_cpu = thread_cpu_ns();
     if (!tl_left_cpu)
         tl_left_cpu = 1;
     tl_left_wall = hal_now_ns(); /* last: the gap starts here */
 }
 
-bool fw_vclock_wait(struct fw_nic *nic, uint64_t next)
+/* A wait with nothing to take: the clock moves towards `next` (the next
+ * event known: an effect held until its time, a timeout) as far as the
+ * horizon allows, and the peers are promised what we can. True when the
+ * clock reached `next`; false when a peer's promise holds it back. */
+bool nic_vt_wait(struct fw_nic *nic, uint64_t next)
 {
     bool look = tl_held_back >= FW_VCLOCK_LOOK_ROUNDS;
     uint64_t h = horizon(nic, look), now = fw_vclock_now();
@@ -282,13 +275,13 @@ bool fw_vclock_wait(struct fw_nic *nic, uint64_t next)
     /* UINT64_MAX: no event and no peer, nothing to wait for in time (a
      * wait without a deadline stays where it is) */
     if (to > now && to != UINT64_MAX)
-        fw_vclock_raise(to);
+        raise_to(to);
     now = fw_vclock_now();
     /* Nothing of ours arrives before our next event or anything the peers
      * may still send us (each answered at the earliest then) + lookahead. */
     uint64_t until = to > now && to != UINT64_MAX ? to : now;
-    uint64_t la = fw_vclock_lookahead(nic);
-    fw_vclock_promise(nic, until > UINT64_MAX - la ? UINT64_MAX : until + la);
+    uint64_t la = lookahead(nic);
+    (void)promise(nic, until > UINT64_MAX - la ? UINT64_MAX : until + la, 0);
     tl_held_back = now >= next ? 0 : look ? 0 : tl_held_back + 1;
     return now >= next;
 }
@@ -297,17 +290,12 @@ bool fw_vclock_wait(struct fw_nic *nic, uint64_t next)
 
 void nic_vt_enter(void)
 {
-    fw_vclock_enter();
+    enter_min(0);
 }
 
-void nic_vt_inside(struct fw_nic *nic)
+void nic_vt_spend(uint64_t until_ns)
 {
-    fw_vclock_inside(nic);
-}
-
-void nic_vt_leave(struct fw_nic *nic)
-{
-    fw_vclock_leave(nic);
+    raise_to(until_ns);
 }
 
 /* A native clock read through the vDSO costs about this much; a loop that
@@ -316,25 +304,10 @@ void nic_vt_leave(struct fw_nic *nic)
 
 uint64_t nic_vt_clock_read(void)
 {
-    fw_vclock_enter_min(FW_VCLOCK_CLOCK_READ_NS);
+    enter_min(FW_VCLOCK_CLOCK_READ_NS);
     uint64_t t = fw_vclock_now();
-    fw_vclock_leave(NULL);
+    nic_vt_leave(NULL);
     return t;
-}
-
-void nic_vt_polled_empty(void)
-{
-    fw_vclock_polled_empty();
-}
-
-void nic_vt_spend(uint64_t until_ns)
-{
-    fw_vclock_raise(until_ns);
-}
-
-bool nic_vt_wait(struct fw_nic *nic, uint64_t next_ns)
-{
-    return fw_vclock_wait(nic, next_ns);
 }
 
 uint64_t nic_vt_next_event(struct fw_nic *nic, uint64_t held)

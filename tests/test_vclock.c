@@ -73,6 +73,20 @@ static int echo_server(void *arg)
     return 0;
 }
 
+/* The model's 4-byte one-way time on sbus, ns (0: the profile is unreadable). */
+static double model_oneway(void)
+{
+    struct via_profile p;
+    char err[256];
+    if (fw_profile_load("sbus", profile_dir(), &p, err, sizeof err) != 0) {
+        fprintf(stderr, "\n  %s\n", err);
+        return 0;
+    }
+    struct fw_prediction pr;
+    fw_predict(&p, FW_EXT_STANDARD, 4, 2, &pr);
+    return pr.oneway;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -156,16 +170,13 @@ out:
 static void test_pingpong_is_the_model(void)
 {
     CU_ASSERT_FATAL(have_vipd);
-    struct via_profile p;
-    char err[256];
-    CU_ASSERT_EQUAL_FATAL(fw_profile_load("sbus", profile_dir(), &p, err, sizeof err), 0);
-    struct fw_prediction pr;
-    fw_predict(&p, FW_EXT_STANDARD, 4, 2, &pr);
+    double model = model_oneway();
+    CU_ASSERT_FATAL(model > 0);
     double a = pingpong(ITERS), b = pingpong(ITERS);
-    fprintf(stderr, " (model %.3f us, measured %.3f and %.3f) ", pr.oneway / 1000, a / 1000,
+    fprintf(stderr, " (model %.3f us, measured %.3f and %.3f) ", model / 1000, a / 1000,
             b / 1000);
     CU_ASSERT(a > 0 && b > 0);
-    CU_ASSERT(a >= 0.97 * pr.oneway && a <= 1.03 * pr.oneway);
+    CU_ASSERT(a >= 0.97 * model && a <= 1.03 * model);
     CU_ASSERT(b >= 0.99 * a && b <= 1.01 * a);
 }
 
@@ -303,7 +314,7 @@ static void test_refusals(void)
  * one-way time plus what its message layer adds (a header on the wire, a
  * send reap: under a tenth), the same on a second run. (Without vipclock
  * it prints the real time the run took.) */
-static double mp_pingpong_4(bool with_vipclock)
+static double mp_pingpong_4(void)
 {
     char bin[256], cmd[2048], line[256];
     snprintf(bin, sizeof bin, "%s", getenv("TL_VIPCTL") ? getenv("TL_VIPCTL") : "");
@@ -311,11 +322,10 @@ static double mp_pingpong_4(bool with_vipclock)
     if (!slash)
         return -1;
     *slash = 0; /* .../bin */
-    const char *pre = with_vipclock ? "/vipclock" : "";
     snprintf(cmd, sizeof cmd,
-             "%s%s %s/../tests/mp_bench -r 1 -d via0,via1 -n 300 -x 4 >/dev/null 2>&1 & "
-             "%s%s %s/../tests/mp_bench -r 0 -d via0,via1 -n 300 -x 4 2>&1; wait",
-             with_vipclock ? bin : "", pre, bin, with_vipclock ? bin : "", pre, bin);
+             "%s/vipclock %s/../tests/mp_bench -r 1 -d via0,via1 -n 300 -x 4 >/dev/null 2>&1 & "
+             "%s/vipclock %s/../tests/mp_bench -r 0 -d via0,via1 -n 300 -x 4 2>&1; wait",
+             bin, bin, bin, bin);
     FILE *p = popen(cmd, "r");
     if (!p)
         return -1;
@@ -332,12 +342,8 @@ static double mp_pingpong_4(bool with_vipclock)
 static void test_vipclock_unmodified_program(void)
 {
     CU_ASSERT_FATAL(have_vipd);
-    struct via_profile p;
-    char err[256];
-    CU_ASSERT_EQUAL_FATAL(fw_profile_load("sbus", profile_dir(), &p, err, sizeof err), 0);
-    struct fw_prediction pr;
-    fw_predict(&p, FW_EXT_STANDARD, 4, 2, &pr);
-    double model = pr.oneway / 1000, v = mp_pingpong_4(true), w = mp_pingpong_4(true);
+    double model = model_oneway() / 1000, v = mp_pingpong_4(), w = mp_pingpong_4();
+    CU_ASSERT_FATAL(model > 0);
     fprintf(stderr, " (model %.2f us, under vipclock %.2f and %.2f) ", model, v, w);
     CU_ASSERT(v > 0 && w > 0);
     /* A sanitizer's instrumented program computes several times more
