@@ -25,9 +25,9 @@
 #                               model_validate.status holds its exit status; a full run
 #                               (not --quick) also puts the table into bench/README.md
 # MODE is standard, descriptorless or merged (VIP_EXT_MODE); RDMA always
-# takes the standard path, so its sweeps run once. The sends' sweeps, LogP,
-# the scan and the breakdown run in virtual time (PACED_CLOCK=real: in real
-# time); RDMA write's, whose programs poll memory, in real time.
+# takes the standard path, so its sweeps run once. Every sweep, LogP, the
+# scan and the breakdown run in virtual time (PACED_CLOCK=real: in real
+# time).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -181,9 +181,7 @@ for prof in "${PROFILES[@]}"; do
     } >"$RES/${prof}_breakdown.csv"
     vipd_stop
 
-    # RDMA write's programs poll their memory, outside the library, where
-    # virtual time does not reach yet (spec-notes/virtual-time.md): real time.
-    VIP_PROFILE=$prof VIP_CLOCK=real vipd_start
+    VIP_PROFILE=$prof VIP_CLOCK=$PACED_CLOCK vipd_start
     say "   $prof: RDMA write: latency and bandwidth sweeps ($(elapsed))"
     lfiles=() bfiles=()
     for s in $SIZES; do
@@ -206,7 +204,7 @@ done
 
 say "paced runs done ($(elapsed)); summary:"
 {
-    echo "Clock: sends' sweeps, LogP, scan and breakdown in $PACED_CLOCK time; RDMA write in real time"
+    echo "Clock: every sweep, LogP, scan and breakdown in $PACED_CLOCK time"
     "$HERE/paced_summary.sh" "$RES" "${PROFILES[@]}"
 } | tee "$RES/paced_summary.txt"
 

@@ -36,7 +36,7 @@
  * their position, not the check word; 8: the profile's host costs (Done),
  * DMA start by direction, copyback and the extension firmware's costs; 9:
  * virtual time (the NIC page's clock, a channel direction's vt_bound). */
-#define VIA_ABI_VERSION 9u
+#define VIA_ABI_VERSION 10u
 #define VIA_PAGE_SIZE 4096u
 #define VIA_CACHELINE 64u
 
@@ -441,8 +441,11 @@ struct via_profile {
     double switch_ns;
     double wire_header;    /* bytes on the wire per packet besides payload */
     double sram_bytes;
+    /* virtual time: the program's computation is its CPU time here times
+     * this (1: the emulated host computes as fast as this machine) */
+    double host_cpu_scale;
 };
-static_assert(sizeof(struct via_profile) == 32 + 8 + 26 * 8, "profile");
+static_assert(sizeof(struct via_profile) == 32 + 8 + 27 * 8, "profile");
 
 /* How a paced NIC's model time passes (vipd --clock, VIP_CLOCK): waited
  * out on CLOCK_MONOTONIC, or virtual (spec-notes/virtual-time.md). */
@@ -461,8 +464,9 @@ struct via_nic_page {
     _Atomic uint64_t nrecv_busy_until;    /* net receive DMA */
     _Atomic uint64_t stage_ns[VIA_ST_NSTAGES_MAX]; /* modelled time per stage */
     _Atomic uint64_t stage_cnt[VIA_ST_NSTAGES_MAX];
-    uint8_t pad[VIA_PAGE_SIZE - sizeof(struct via_profile) - 64 - 56 - 2 * 8 * 16];
+    uint8_t pad[VIA_PAGE_SIZE - 256 - 56 - 2 * 8 * 16];
 };
+static_assert(sizeof(struct via_profile) <= 256, "the profile fits before the lock's line");
 static_assert(sizeof(struct via_nic_page) == VIA_PAGE_SIZE, "NIC page is one page");
 
 /* ---- control messages (Unix socket, vipd <-> client) -------------------------- */

@@ -46,7 +46,7 @@ struct fw_nic *nic_create(const struct nic_params *p)
     nic->prof = &nic->prof_own;
     nic->paced = nic->prof_own.paced != 0;
     if (nic->paced && p->np && p->np->clock == VIA_CLOCK_VIRTUAL)
-        fw_vclock_start();
+        fw_vclock_start(nic->prof);
     static const _Atomic uint32_t never;
     nic->stage_trace = nic->paced ? &never : &nic->st->trace_on;
     nic->own_thread = p->own_thread;

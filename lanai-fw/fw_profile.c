@@ -70,6 +70,7 @@ static const struct param params[] = {
     {"switch_latency", "ns", CV_PLAIN, F(switch_ns), 0, 1e9},
     {"wire_header", "bytes", CV_PLAIN, F(wire_header), 0, 1e6},
     {"sram", "KiB", CV_KIB, F(sram_bytes), 0, 1e9},
+    {"host_cpu_scale", "factor", CV_PLAIN, F(host_cpu_scale), 0.001, 1000},
 };
 #define NPARAMS (sizeof params / sizeof params[0])
 

@@ -172,8 +172,12 @@ uint64_t fw_sched_recv(struct fw_nic *nic, uint64_t arrive_ns, uint64_t dur)
 
 bool fw_release_due(struct fw_vi *vi, uint64_t t)
 {
-    if (hal_model_now_ns() >= t)
+    if (hal_model_now_ns() >= t) {
+        /* counted for the waits: the host may be polling memory for it */
+        if (fw_vclock_on())
+            atomic_fetch_add_explicit(&vi->nic->vt_released, 1, memory_order_release);
         return true;
+    }
     if (!vi->held || t < vi->held)
         vi->held = t;
     return false;

@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -68,6 +69,7 @@ struct fw_loop {
     uint64_t held;       /* earliest held effect, 0 = none */
     uint32_t all_seen;   /* host_polls_all when the doze began */
     uint64_t doze_ns;    /* how long the next doze lasts */
+    uint32_t released;   /* virtual time: the NIC's count of released effects */
 };
 
 static void set_state(struct fw_nic *nic, enum fw_thread_state s)
@@ -81,9 +83,27 @@ static enum fw_thread_state st_run(struct fw_loop *lp)
     bool did = false, left = false;
     lp->held = fw_progress(nic, &did, &left);
     /* Virtual time: a held effect comes due when the host's clock gets
-     * there, in a host's call, not as real time passes here. */
-    if (fw_vclock_on())
+     * there, not as real time passes here. The host's clock moves in its
+     * calls, and here by the CPU time of a program that stays outside the
+     * library (polling memory, computing): we keep running while it does. */
+    if (fw_vclock_on()) {
         lp->held = 0;
+        int o = fw_vclock_outside(nic);
+        if (o == 2) {
+            bool d2 = false;
+            (void)fw_progress(nic, &d2, NULL);
+        }
+        uint32_t rel = atomic_load_explicit(&nic->vt_released, memory_order_acquire);
+        if (o == 2 || rel != lp->released) {
+            lp->released = rel;
+            fw_vclock_released();
+        }
+        if (o < 0) {
+            sched_yield(); /* a peer is behind: let it move */
+        }
+        if (o)
+            did = true;
+    }
     uint64_t now = hal_now_ns();
     /* A host thread is progressing: leave it the work, even while there is
      * work. Two parties on one VI's stream only take turns at its lock,

@@ -12,12 +12,12 @@
  * event of all is always reached: no deadlock while every party is inside
  * a VIPL wait or computing.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <string.h>
 
 #include "fw.h"
 #include "fw_hal.h"
@@ -34,6 +34,11 @@ static _Thread_local unsigned tl_depth;
 static _Thread_local bool tl_polled_empty;
 /* How many rounds in a row a peer's promise held this thread back. */
 static _Thread_local unsigned tl_held_back;
+/* The NIC's count of released effects when this thread last waited. */
+static _Thread_local uint32_t tl_released;
+/* The peers' promises, read before this round looked for arrivals. */
+static _Thread_local uint64_t tl_horizon;
+static _Thread_local bool tl_looked;
 
 /* Held back this many rounds by a peer outside the library, a waiter looks
  * whether that peer is blocked in the kernel (asleep in waitpid, read, a
@@ -44,9 +49,42 @@ static _Thread_local unsigned tl_held_back;
 static uint64_t horizon(struct fw_nic *nic, bool skip_blocked);
 static bool promise(struct fw_nic *nic, uint64_t at, uint32_t outside);
 
+/*
+ * The program's threads as the NIC's thread sees them. While every one is
+ * outside the library, the NIC's thread moves the clock by the CPU time
+ * they used since they left (a program polling a status word or an RDMA
+ * write's last byte in memory calls nothing that would). A slot's base is
+ * the thread's CPU clock up to which its computation is counted, or
+ * VT_INSIDE while the thread is in the library (it then counts its own,
+ * from the base it takes). A slot is claimed at a thread's first leave and
+ * given back when the thread ends.
+ */
+#define FW_VCLOCK_THREADS 64
+#define VT_INSIDE (1ull << 63)
+struct vt_thread {
+    _Atomic bool used;
+    clockid_t cpu;          /* the thread's CPU clock, readable by any thread */
+    _Atomic uint64_t base;
+    _Atomic uint64_t pre;   /* its CPU clock when the NIC's thread found an
+                             * effect due while it was outside ... */
+    _Atomic uint64_t seen;  /* ... and when that effect was visible */
+};
+static struct vt_thread vt_threads[FW_VCLOCK_THREADS];
+static _Atomic uint32_t vt_inside; /* threads inside the library */
+static _Thread_local int tl_slot = -1;
+static pthread_key_t vt_key;
+static pthread_once_t vt_key_once = PTHREAD_ONCE_INIT;
+
 /* What one read of the thread's CPU clock (a system call) and of the
  * monotonic clock (the vDSO) cost, taken off every charge. */
 static uint64_t read_cost_ns, wall_cost_ns;
+/* The profile's host_cpu_scale: virtual ns per ns of the program's CPU. */
+static double cpu_scale = 1.0;
+
+static uint64_t scaled(uint64_t cpu_ns)
+{
+    return cpu_scale == 1.0 ? cpu_ns : (uint64_t)((double)cpu_ns * cpu_scale);
+}
 
 /* A gap shorter than this in real time was spent on the CPU (a thread
  * that lost its CPU meanwhile shows a scheduler's slice): it is measured
@@ -71,10 +109,12 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-void fw_vclock_start(void)
+void fw_vclock_start(const struct via_profile *p)
 {
     if (nic_virtual_time)
         return;
+    if (p->host_cpu_scale > 0)
+        cpu_scale = p->host_cpu_scale;
     /* The typical cost of a read (the median of back-to-back pairs): a
      * charge is the CPU time between two reads, less one read. */
     enum { N = 2001 };
@@ -114,8 +154,28 @@ static void raise_to(uint64_t t)
  * charged. */
 static void enter_min(uint64_t least_ns)
 {
-    if (!nic_virtual_time || tl_depth++ || !tl_left_cpu)
+    if (!nic_virtual_time || tl_depth++)
         return;
+    atomic_fetch_add_explicit(&vt_inside, 1, memory_order_acq_rel);
+    /* What the NIC's thread already counted of this gap (fw_vclock_outside) */
+    bool slot = tl_slot >= 0 && tl_slot < FW_VCLOCK_THREADS;
+    uint64_t base = slot ? atomic_exchange(&vt_threads[tl_slot].base, VT_INSIDE) : 0;
+    uint64_t pre = slot ? atomic_exchange(&vt_threads[tl_slot].pre, 0) : 0;
+    uint64_t seen = slot ? atomic_exchange(&vt_threads[tl_slot].seen, 0) : 0;
+    if (!tl_left_cpu)
+        return;
+    uint64_t counted = base > tl_left_cpu && !(base & VT_INSIDE) ? base - tl_left_cpu : 0;
+    /* Back within moments of an effect the NIC's thread made visible (or
+     * while it did): the program was polling memory for it. What it spun
+     * beyond the clock (held back by a peer, or while the NIC's thread was
+     * late to the effect) was waiting, not computation. ("Moments": the
+     * CPU clock of a thread just scheduled back in shows some us.) */
+    if (pre || seen) {
+        uint64_t c = thread_cpu_ns();
+        uint64_t upto = !seen || c - seen < FW_VCLOCK_WALL_NS ? c : 0;
+        if (upto > tl_left_cpu + counted)
+            counted = upto - tl_left_cpu;
+    }
 
     uint64_t wall = hal_now_ns(), d;
     if (wall - tl_left_wall < FW_VCLOCK_WALL_NS) {
@@ -126,6 +186,7 @@ static void enter_min(uint64_t least_ns)
     }
     if (tl_polled_empty && d < FW_VCLOCK_SPIN_NS)
         d = 0;
+    d = d > counted ? scaled(d - counted) : 0;
     if (d < least_ns)
         d = least_ns;
     if (d)
@@ -251,26 +312,196 @@ void nic_vt_inside(struct fw_nic *nic)
     }
 }
 
+static void slot_free(void *v)
+{
+    atomic_store_explicit(&vt_threads[(intptr_t)v - 1].used, false, memory_order_release);
+}
+
+/* A child of fork has one thread, none of whose CPU clocks are ours. */
+static void slots_after_fork(void)
+{
+    for (int i = 0; i < FW_VCLOCK_THREADS; i++)
+        atomic_store_explicit(&vt_threads[i].used, false, memory_order_relaxed);
+    atomic_store_explicit(&vt_inside, tl_depth ? 1 : 0, memory_order_relaxed);
+    tl_slot = -1;
+}
+
+static void key_make(void)
+{
+    (void)pthread_key_create(&vt_key, slot_free);
+    (void)pthread_atfork(NULL, NULL, slots_after_fork);
+}
+
+/* A slot for the calling thread, claimed once (none left: its computation
+ * outside is counted only when it comes back, as before). */
+static void slot_claim(void)
+{
+    pthread_once(&vt_key_once, key_make);
+    clockid_t cpu;
+    if (pthread_getcpuclockid(pthread_self(), &cpu) != 0)
+        return;
+    for (int i = 0; i < FW_VCLOCK_THREADS; i++) {
+        bool f = false;
+        if (atomic_compare_exchange_strong(&vt_threads[i].used, &f, true)) {
+            vt_threads[i].cpu = cpu;
+            atomic_store_explicit(&vt_threads[i].base, VT_INSIDE, memory_order_release);
+            tl_slot = i;
+            (void)pthread_setspecific(vt_key, (void *)(intptr_t)(i + 1));
+            return;
+        }
+    }
+    tl_slot = FW_VCLOCK_THREADS; /* do not look again */
+}
+
 void nic_vt_leave(struct fw_nic *nic)
 {
-    if (!nic_virtual_time || (tl_depth && --tl_depth))
+    if (!nic_virtual_time)
         return;
+    if (tl_depth) {
+        if (--tl_depth)
+            return;
+        atomic_fetch_sub_explicit(&vt_inside, 1, memory_order_acq_rel);
+    }
     if (nic)
         (void)promise(nic, fw_vclock_now() + lookahead(nic), 1);
     tl_left_cpu = thread_cpu_ns();
     if (!tl_left_cpu)
         tl_left_cpu = 1;
+    if (tl_slot < 0)
+        slot_claim();
+    if (tl_slot >= 0 && tl_slot < FW_VCLOCK_THREADS) {
+        atomic_store_explicit(&vt_threads[tl_slot].pre, 0, memory_order_relaxed);
+        atomic_store_explicit(&vt_threads[tl_slot].seen, 0, memory_order_relaxed);
+        atomic_store_explicit(&vt_threads[tl_slot].base, tl_left_cpu, memory_order_release);
+    }
     tl_left_wall = hal_now_ns(); /* last: the gap starts here */
+}
+
+static uint64_t cpu_of(clockid_t c)
+{
+    struct timespec t;
+    if (clock_gettime(c, &t) != 0)
+        return 0;
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* An effect is due while the threads are outside: each notes its CPU
+ * clock (fw_vclock_released notes the other end). */
+static int due(const uint64_t *cpu)
+{
+    for (int i = 0; i < FW_VCLOCK_THREADS; i++)
+        if (cpu[i]) {
+            atomic_store_explicit(&vt_threads[i].seen, 0, memory_order_relaxed);
+            atomic_store_explicit(&vt_threads[i].pre, cpu[i], memory_order_release);
+        }
+    return 2;
+}
+
+int fw_vclock_outside(struct fw_nic *nic)
+{
+    if (!nic_virtual_time || atomic_load_explicit(&vt_inside, memory_order_acquire))
+        return 0;
+    uint64_t base[FW_VCLOCK_THREADS], cpu[FW_VCLOCK_THREADS], avail = 0;
+    for (int i = 0; i < FW_VCLOCK_THREADS; i++) {
+        base[i] = cpu[i] = 0;
+        if (!atomic_load_explicit(&vt_threads[i].used, memory_order_acquire))
+            continue;
+        base[i] = atomic_load_explicit(&vt_threads[i].base, memory_order_acquire);
+        if (base[i] & VT_INSIDE)
+            return 0; /* back in the library: it counts for itself */
+        cpu[i] = cpu_of(vt_threads[i].cpu);
+        /* Just shown an effect: it may be polling for it, and must look at
+         * the clock of the effect before the clock moves on. */
+        uint64_t seen = atomic_load_explicit(&vt_threads[i].seen, memory_order_acquire);
+        if (seen && cpu[i] - seen < FW_VCLOCK_WALL_NS)
+            return 0;
+        if (cpu[i] > base[i])
+            avail += cpu[i] - base[i];
+    }
+    if (!avail)
+        return 0; /* nobody computes (blocked elsewhere): nothing moves */
+    bool look = tl_held_back >= FW_VCLOCK_LOOK_ROUNDS;
+    uint64_t h = horizon(nic, look); /* first: see nic_vt_look */
+    if (look)
+        tl_held_back = 0;
+    bool did = false;
+    uint64_t held = fw_progress(nic, &did, NULL);
+    uint64_t now = fw_vclock_now(), next = nic_vt_next_event(nic, held);
+    if (next <= now)
+        return due(cpu); /* the NIC's next turn releases it */
+    if (h <= now) {
+        tl_held_back++;
+        return -1; /* a peer is behind us: it moves first */
+    }
+    if (next == UINT64_MAX && h == UINT64_MAX)
+        return 0; /* nothing ahead to reach */
+    uint64_t cap = next < h ? next : h;
+    uint64_t want = scaled(avail) < cap - now ? scaled(avail) : cap - now, got = 0;
+    for (int i = 0; i < FW_VCLOCK_THREADS && got < want; i++) {
+        if (cpu[i] <= base[i])
+            continue;
+        uint64_t give = cpu[i] - base[i]; /* CPU ns: virtual ns / cpu_scale */
+        uint64_t need = (uint64_t)((double)(want - got) / cpu_scale) + 1;
+        if (give > need)
+            give = need;
+        uint64_t b = base[i];
+        if (atomic_compare_exchange_strong(&vt_threads[i].base, &b, base[i] + give)) {
+            uint64_t v = scaled(give);
+            got += v < want - got ? v : want - got;
+        }
+    }
+    if (!got)
+        return 0;
+    raise_to(now + got);
+    (void)promise(nic, fw_vclock_now() + lookahead(nic), 1);
+    if (now + got >= next) {
+        tl_held_back = 0;
+        return due(cpu);
+    }
+    bool held_back = now + got >= h;
+    tl_held_back = held_back ? tl_held_back + 1 : 0;
+    return held_back ? -1 : 1;
+}
+
+void fw_vclock_released(void)
+{
+    for (int i = 0; i < FW_VCLOCK_THREADS; i++) {
+        if (!atomic_load_explicit(&vt_threads[i].used, memory_order_acquire) ||
+            (atomic_load_explicit(&vt_threads[i].base, memory_order_acquire) & VT_INSIDE))
+            continue;
+        uint64_t c = cpu_of(vt_threads[i].cpu);
+        if (c && !(atomic_load_explicit(&vt_threads[i].base, memory_order_acquire) & VT_INSIDE))
+            atomic_store_explicit(&vt_threads[i].seen, c, memory_order_release);
+    }
 }
 
 /* A wait with nothing to take: the clock moves towards `next` (the next
  * event known: an effect held until its time, a timeout) as far as the
  * horizon allows, and the peers are promised what we can. True when the
  * clock reached `next`; false when a peer's promise holds it back. */
+/* Before a round looks for arrivals: a packet sent before a promise is on
+ * the link before the promise is made (the sender posts, then leaves), so
+ * a horizon read first never passes a packet the round then misses. */
+void nic_vt_look(struct fw_nic *nic)
+{
+    tl_horizon = horizon(nic, tl_held_back >= FW_VCLOCK_LOOK_ROUNDS);
+    tl_looked = true;
+}
+
 bool nic_vt_wait(struct fw_nic *nic, uint64_t next)
 {
+    /* The NIC released something since this thread last waited: a status
+     * word or an RDMA write's bytes, which the program may be polling for
+     * in memory. It gets one look at the clock of the release before the
+     * clock moves on (otherwise it would see them up to a lookahead late). */
+    uint32_t rel = atomic_load_explicit(&nic->vt_released, memory_order_acquire);
+    if (rel != tl_released) {
+        tl_released = rel;
+        return true;
+    }
     bool look = tl_held_back >= FW_VCLOCK_LOOK_ROUNDS;
-    uint64_t h = horizon(nic, look), now = fw_vclock_now();
+    uint64_t h = tl_looked ? tl_horizon : horizon(nic, look), now = fw_vclock_now();
+    tl_looked = false;
     uint64_t to = next < h ? next : h;
     /* UINT64_MAX: no event and no peer, nothing to wait for in time (a
      * wait without a deadline stays where it is) */

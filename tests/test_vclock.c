@@ -37,7 +37,40 @@ static const char *profile_dir(void)
 struct echo_cfg {
     char disc[17];
     unsigned iters;
+    bool poll_memory; /* wait by reading Status words, not in VIPL */
 };
+
+/* Wait for a descriptor the way many VIA programs do: read its Status
+ * word in memory, calling nothing (20 s of real time at most). */
+static bool spin_done(const VIP_DESCRIPTOR *d)
+{
+    const volatile VIP_UINT32 *st = &d->CS.Status;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (unsigned long i = 1; !(*st & VIP_STATUS_DONE); i++) {
+        if (i % (1ul << 20) == 0) {
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if (t.tv_sec - t0.tv_sec > 20)
+                return false;
+        }
+    }
+    return true;
+}
+
+/* Take a completed descriptor: by VIPL's wait, or by its Status word in
+ * memory and then the queue's Done call. */
+static VIP_RETURN take(VIP_VI_HANDLE vi, bool recv, const VIP_DESCRIPTOR *want,
+                       bool poll_memory)
+{
+    VIP_DESCRIPTOR *d;
+    if (poll_memory && !spin_done(want))
+        return VIP_TIMEOUT;
+    VIP_RETURN rc = recv ? (poll_memory ? VipRecvDone(vi, &d) : VipRecvWait(vi, 20000, &d))
+                         : (poll_memory ? VipSendDone(vi, &d) : VipSendWait(vi, 20000, &d));
+    if (rc == VIP_SUCCESS && d != want)
+        return VIP_ERROR_RESOURCE;
+    return rc;
+}
 
 /* The reflector: take a message, re-post the receive, echo it, and reap
  * the echo while the next message is on its way. Then the client's bye. */
@@ -56,13 +89,12 @@ static int echo_server(void *arg)
     TC_RC(VipPostRecv(vi, rd, b.mh), VIP_SUCCESS);
     TC_RC(tl_accept(&t, vi, c->disc, 20000), VIP_SUCCESS);
     for (unsigned i = 0; i < c->iters; i++) {
-        VIP_DESCRIPTOR *d;
-        TC_RC(VipRecvWait(vi, 20000, &d), VIP_SUCCESS);
+        TC_RC(take(vi, true, rd, c->poll_memory), VIP_SUCCESS);
         tl_desc_1(rd, buf, 4, b.mh);
         TC_RC(VipPostRecv(vi, rd, b.mh), VIP_SUCCESS);
         tl_desc_1(sd, buf + 64, 4, b.mh);
         TC_RC(VipPostSend(vi, sd, b.mh), VIP_SUCCESS);
-        TC_RC(VipSendWait(vi, 20000, &d), VIP_SUCCESS);
+        TC_RC(take(vi, false, sd, c->poll_memory), VIP_SUCCESS);
     }
     VIP_DESCRIPTOR *d;
     TC_RC(VipRecvWait(vi, 20000, &d), VIP_SUCCESS); /* the bye */
@@ -129,9 +161,9 @@ static void client_close(struct tl_child *ch, struct tl_nic *t, struct tl_buf *b
 /* A ping-pong of `iters` 4-byte messages, timed with the program's own
  * clock; the client blocks in waitpid (outside the library) after its bye,
  * while the server still has to take it. Median one-way in ns, or -1. */
-static double pingpong(unsigned iters)
+static double pingpong(unsigned iters, bool poll_memory)
 {
-    struct echo_cfg cfg = {.iters = iters};
+    struct echo_cfg cfg = {.iters = iters, .poll_memory = poll_memory};
     tl_discrim(cfg.disc, "vt");
     struct tl_child ch = {0};
     struct tl_nic t = {0};
@@ -144,15 +176,14 @@ static double pingpong(unsigned iters)
     VIP_DESCRIPTOR *rd = (VIP_DESCRIPTOR *)(void *)b.p, *sd = rd + 1;
     uint8_t *buf = b.p + 4096;
     for (unsigned i = 0; i < iters; i++) {
-        VIP_DESCRIPTOR *d;
         tl_desc_1(sd, buf + 64, 4, b.mh);
         unsigned long long t0 = VipExtClockNs();
         TRC(VipPostSend(vi, sd, b.mh), VIP_SUCCESS);
-        TRC(VipRecvWait(vi, 20000, &d), VIP_SUCCESS);
+        TRC(take(vi, true, rd, poll_memory), VIP_SUCCESS);
         tl_desc_1(rd, buf, 4, b.mh);
         TRC(VipPostRecv(vi, rd, b.mh), VIP_SUCCESS);
         ow[i] = (double)(VipExtClockNs() - t0) / 2;
-        TRC(VipSendWait(vi, 20000, &d), VIP_SUCCESS); /* the send, reaped off the clock */
+        TRC(take(vi, false, sd, poll_memory), VIP_SUCCESS); /* reaped off the clock */
     }
     tl_desc_1(sd, buf + 64, 0, b.mh);
     TRC(VipPostSend(vi, sd, b.mh), VIP_SUCCESS);
@@ -172,7 +203,7 @@ static void test_pingpong_is_the_model(void)
     CU_ASSERT_FATAL(have_vipd);
     double model = model_oneway();
     CU_ASSERT_FATAL(model > 0);
-    double a = pingpong(ITERS), b = pingpong(ITERS);
+    double a = pingpong(ITERS, false), b = pingpong(ITERS, false);
     fprintf(stderr, " (model %.3f us, measured %.3f and %.3f) ", model / 1000, a / 1000,
             b / 1000);
     CU_ASSERT(a > 0 && b > 0);
@@ -180,12 +211,31 @@ static void test_pingpong_is_the_model(void)
     CU_ASSERT(b >= 0.99 * a && b <= 1.01 * a);
 }
 
-/* The program's computation between calls advances its clock by the CPU
- * time it used; a clock read costs a little, so a loop on it moves. */
-static void test_cpu_time_charged(void)
+/* Both sides wait by reading Status words in memory, calling nothing
+ * until the word says done: the spin's CPU time moves the clock (the NIC's
+ * thread counts it), no further than the next effect or a peer's promise,
+ * and the one-way time is the model's as with VIPL's waits. (Without the
+ * NIC's thread counting it, the clock stands still and both sides spin
+ * for ever; without its stopping at a shown effect, 5 us late.) */
+static void test_status_polled_in_memory(void)
 {
     CU_ASSERT_FATAL(have_vipd);
-    unsigned long long t0 = VipExtClockNs();
+    double model = model_oneway();
+    CU_ASSERT_FATAL(model > 0);
+    double a = pingpong(ITERS / 3, true), b = pingpong(ITERS / 3, true);
+    fprintf(stderr, " (model %.3f us, measured %.3f and %.3f) ", model / 1000, a / 1000,
+            b / 1000);
+    CU_ASSERT(a > 0 && b > 0);
+    /* What a thread spins between an effect shown and its noticing it is
+     * measured on its own CPU clock: a few hundred ns that vary. */
+    CU_ASSERT(a >= 0.97 * model && a <= 1.06 * model);
+    CU_ASSERT(b >= 0.96 * a && b <= 1.04 * a);
+}
+
+/* The program's computation between calls advances its clock by the CPU
+ * time it used; a clock read costs a little, so a loop on it moves. */
+static void burn_cpu(long long ns)
+{
     struct timespec a, b;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
     volatile unsigned long long x = 0;
@@ -193,7 +243,14 @@ static void test_cpu_time_charged(void)
         for (unsigned i = 0; i < 10000; i++)
             x += i;
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
-    } while ((b.tv_sec - a.tv_sec) * 1000000000ll + (b.tv_nsec - a.tv_nsec) < 5000000);
+    } while ((b.tv_sec - a.tv_sec) * 1000000000ll + (b.tv_nsec - a.tv_nsec) < ns);
+}
+
+static void test_cpu_time_charged(void)
+{
+    CU_ASSERT_FATAL(have_vipd);
+    unsigned long long t0 = VipExtClockNs();
+    burn_cpu(5000000);
     unsigned long long d = VipExtClockNs() - t0;
     CU_ASSERT(d >= 5000000ull && d <= 6000000ull);
     if (d < 5000000ull || d > 6000000ull)
@@ -203,6 +260,67 @@ static void test_cpu_time_charged(void)
     for (unsigned i = 0; i < 10000; i++)
         (void)VipExtClockNs();
     CU_ASSERT(VipExtClockNs() - t0 >= 10000ull * 20);
+}
+
+/* The profile's host_cpu_scale: on a vipd whose profile says the host is
+ * ten times slower than this machine, 2 ms of a program's CPU time are
+ * 20 ms of virtual time. (A process's first NIC sets its scale: the
+ * program runs again, fresh, as `test_vclock --scaled-child`.) */
+static int scaled_child(void)
+{
+    VIP_NIC_HANDLE nic;
+    if (VipOpenNic("via0", &nic) != VIP_SUCCESS) {
+        fprintf(stderr, "scaled child: VipOpenNic: %s\n", vip_last_error());
+        return 2;
+    }
+    unsigned long long t0 = VipExtClockNs();
+    burn_cpu(2000000);
+    printf("%llu\n", VipExtClockNs() - t0);
+    VipCloseNic(nic);
+    return 0;
+}
+
+static void test_host_cpu_scale(void)
+{
+    char conf[] = "/tmp/vt-scale-XXXXXX.conf", path[512], line[512];
+    snprintf(path, sizeof path, "%s/sbus.conf", profile_dir());
+    FILE *in = fopen(path, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(in);
+    int fd = mkstemps(conf, 5);
+    CU_ASSERT_FATAL(fd >= 0);
+    FILE *out = fdopen(fd, "w");
+    bool edited = false;
+    while (fgets(line, sizeof line, in)) {
+        if (!strncmp(line, "host_cpu_scale ", 15)) {
+            strcpy(line, "host_cpu_scale 10 factor # [design] a host ten times slower\n");
+            edited = true;
+        }
+        fputs(line, out);
+    }
+    fclose(in);
+    fclose(out);
+    CU_ASSERT_FATAL(edited);
+    static const char *extra[] = {"--clock", "virtual", "--profile", NULL, NULL};
+    extra[3] = conf;
+    struct tvipd s;
+    int up = tvipd_start(&s, extra, 0);
+    CU_ASSERT(up == 0);
+    if (up == 0) {
+        char self[400] = "", cmd[512];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n > 0)
+            self[n] = 0;
+        snprintf(cmd, sizeof cmd, "'%s' --scaled-child", self);
+        FILE *p = popen(cmd, "r");
+        unsigned long long d = 0;
+        CU_ASSERT(p && fscanf(p, "%llu", &d) == 1);
+        CU_ASSERT(p && pclose(p) == 0);
+        CU_ASSERT(d >= 20000000ull && d <= 22000000ull);
+        if (d < 20000000ull || d > 22000000ull)
+            fprintf(stderr, "\n  2 ms of CPU at scale 10 advanced the clock %llu ns\n", d);
+        tvipd_stop(&s);
+    }
+    unlink(conf);
 }
 
 /* A VIPL timeout is virtual: a wait for a message nobody sends returns
@@ -359,7 +477,9 @@ static void test_vipclock_unmodified_program(void)
 
 static const struct tl_test tests[] = {
     TL_TEST(test_pingpong_is_the_model),
+    TL_TEST(test_status_polled_in_memory),
     TL_TEST(test_cpu_time_charged),
+    TL_TEST(test_host_cpu_scale),
     TL_TEST(test_timeout_is_virtual),
     TL_TEST(test_vipclock_unmodified_program),
     TL_TEST(test_refusals),
@@ -368,6 +488,8 @@ static const struct tl_test tests[] = {
 
 int main(int argc, char **argv)
 {
+    if (argc == 2 && !strcmp(argv[1], "--scaled-child"))
+        return scaled_child();
     /* Our own vipd: two sbus NICs in virtual time. */
     static const char *const extra[] = {"--clock", "virtual", "--profile", "sbus", NULL};
     have_vipd = tvipd_start(&V, extra, 0) == 0;

@@ -214,6 +214,7 @@ struct fw_nic {
     _Atomic uint64_t work[VIA_MAX_VI / 64];
     _Atomic uint64_t held[VIA_MAX_VI / 64];
     _Atomic uint64_t held_min;       /* earliest held effect of those, or UINT64_MAX */
+    _Atomic uint32_t vt_released;    /* virtual time: effects released so far */
 
     /* The NIC's own thread (fw_thread.c). */
     _Atomic uint32_t thread_state;   /* enum fw_thread_state */

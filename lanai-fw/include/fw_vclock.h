@@ -30,8 +30,10 @@ extern struct fw_vclock fw_vclock;
 /* Set once, by the first virtual NIC of the process (nic.h reads it). */
 extern bool nic_virtual_time;
 
-/* Turn virtual time on for this process (idempotent). */
-void fw_vclock_start(void);
+/* Turn virtual time on for this process (idempotent; the first NIC's
+ * profile sets how the program's computation is scaled). */
+struct via_profile;
+void fw_vclock_start(const struct via_profile *p);
 
 static inline bool fw_vclock_on(void)
 {
@@ -47,6 +49,18 @@ static inline uint64_t fw_vclock_now(void)
  * first promise, and says who we are. */
 struct fw_vi;
 void fw_vclock_connected(struct fw_vi *vi);
+
+/* The NIC's thread, while every thread of the program is outside the
+ * library (computing, or polling memory): move the clock by the CPU time
+ * they used since, up to the next held effect and the horizon. 2: an
+ * effect is due (run the NIC, then fw_vclock_released); 1: it moved; -1:
+ * it moved as far as a peer's promise allows, the program computes on
+ * (look again soon); 0: nothing to do. */
+int fw_vclock_outside(struct fw_nic *nic);
+/* The NIC's thread made due effects visible: each thread outside notes
+ * its CPU clock now (a poll loop that comes back at once was polling for
+ * them: what it spun since they were due is not charged). */
+void fw_vclock_released(void);
 
 /* The host library's side (entering and leaving the library, spending a
  * host cost, a wait's step, reading the clock) is nic.h's nic_vt_*. */

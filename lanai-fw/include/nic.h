@@ -188,6 +188,9 @@ void nic_vt_inside(struct fw_nic *nic);
 void nic_vt_leave(struct fw_nic *nic);
 void nic_vt_polled_empty(void);
 void nic_vt_spend(uint64_t until_ns);
+/* Called before a wait's round looks for arrivals (its horizon is read
+ * then: nothing sent before it can be missed). */
+void nic_vt_look(struct fw_nic *nic);
 bool nic_vt_wait(struct fw_nic *nic, uint64_t next_ns);
 /* The earliest effect still ahead that this NIC holds until its modelled
  * time, or `held` (one a progress just reported) if earlier; UINT64_MAX:

@@ -195,6 +195,7 @@ static __attribute__((noinline)) VIP_RETURN done_progress(struct vip_vi *vi, boo
     if (vt) {
         nic_vt_enter();
         nic_vt_inside(vi->nic->hw);
+        nic_vt_look(vi->nic->hw);
     }
     uint64_t h = nic_vi_progress(vi->hw, true);
     if (held)
@@ -402,6 +403,7 @@ static VIP_RETURN wait_virtual(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_rea
     VIP_RETURN rc = VIP_SUCCESS;
     for (;;) {
         uint64_t held = 0;
+        nic_vt_look(n->hw);
         if (ready(arg, &held))
             break;
         if (nic_model_now_ns() >= deadline) {
