@@ -5,9 +5,13 @@
 #   - in real time, the machine idle;
 #   - in virtual time, idle;
 #   - in virtual time beside three CPU-bound processes;
-#   - in virtual time, eight pairs at once (sixteen processes on two vipds
-#     of eight NICs, a NIC pair each);
-# with the wall-clock seconds each took, and the model's prediction.
+#   - in virtual time, eight pairs at once (sixteen processes, a NIC pair
+#     each);
+# with the wall-clock seconds each took, and the model's prediction; then
+# a token round rings of 2 to 32 emulated hosts (vip_ring, a process and a
+# NIC each), idle and the 32 beside three CPU hogs: the time per hop
+# against the ring of 2 (the pair, like for like: two VIs per NIC), and
+# the wall-clock time each took.
 # Run by run_bench.sh (`make bench`); on its own:
 #
 #   B=build bench/run_virtual.sh [--quick]
@@ -24,7 +28,7 @@ BIN=$B/bin
 RES=${RESULTS:-$HERE/results}
 N=2000
 [ "${1:-}" = --quick ] && N=500
-for p in vip_send_lat vip_send_bw vip_model vipd vipctl; do
+for p in vip_send_lat vip_send_bw vip_ring vip_model vipd vipctl; do
     [ -x "$BIN/$p" ] || { say "run_virtual.sh: $BIN/$p is missing: run 'make' first"; exit 1; }
 done
 mkdir -p "$RES"
@@ -82,24 +86,12 @@ stop_hogs
 vipd_stop
 
 say "run_virtual.sh: virtual time, eight pairs at once"
-# Two vipds of eight NICs (its most): four pairs on each, a NIC pair each.
-VIP_CLOCK=virtual VIP_PROFILE=sbus NICS=8 vipd_start
-SOCK_A=$VIPD_SOCKET
-DIR_B=$(mktemp -d "${TMPDIR:-/tmp}/vipbench-b.XXXXXX")
-SOCK_B=$DIR_B/vipd.sock
-"$BIN/vipd" -f -q -n 8 -s "$SOCK_B" --profile sbus --clock virtual >"$DIR_B/vipd.log" 2>&1 &
-PID_B=$!
-for _ in $(seq 200); do
-    "$BIN/vipctl" -s "$SOCK_B" nics >/dev/null 2>&1 && break
-    sleep 0.05
-done
+VIP_CLOCK=virtual VIP_PROFILE=sbus NICS=16 vipd_start
 t0=$(date +%s.%N)
 pids=()
 for k in 0 1 2 3 4 5 6 7; do
     (
-        j=$((k % 4))
-        if [ "$k" -lt 4 ]; then export VIPD_SOCKET=$SOCK_A; else export VIPD_SOCKET=$SOCK_B; fi
-        c=via$((2 * j)) s=via$((2 * j + 1))
+        c=via$((2 * k)) s=via$((2 * k + 1))
         l=$(timeout 600 "$BIN/vip_send_lat" -d "$s" --client-dev "$c" -s 4 -n "$N" -w 100 --csv | awk -F, '/^4,/ { print $4 }')
         b=$(timeout 600 "$BIN/vip_send_bw" -d "$s" --client-dev "$c" -s 4096 -n "$N" -w 100 --csv | awk -F, '/^4096,/ { print $5 }')
         echo "$l $b" >"$WORK/pair$k"
@@ -109,13 +101,40 @@ done
 for p in "${pids[@]}"; do wait "$p"; done
 wall=$(since "$t0")
 vipd_stop
-"$BIN/vipctl" -s "$SOCK_B" shutdown >/dev/null 2>&1 || kill "$PID_B" 2>/dev/null || true
-wait "$PID_B" 2>/dev/null || true
-rm -rf "$DIR_B"
 read -r lo hi blo bhi < <(cat "$WORK"/pair* | awk 'NR == 1 { a = b = $1; c = d = $2 }
     { if ($1 < a) a = $1; if ($1 > b) b = $1; if ($2 < c) c = $2; if ($2 > d) d = $2 }
     END { print a, b, c, d }')
 printf '  %-34s %12s %14s %10s\n' "virtual time, 8 pairs at once" "$lo..$hi" "$blo..$bhi" "$wall" >>"$WORK/out"
 echo "  (8 pairs: the lowest and highest median of the eight; wall: all eight)" >>"$WORK/out"
+
+# ring H: median time per hop (us) and the run's wall-clock seconds
+ring() { timeout 900 "$BIN/vip_ring" -H "$1" -n "$ROUNDS" -w 20 --csv | awk -F, 'NR == 2 { print $6, $9 }'; }
+ROUNDS=$((N / 10))
+say "run_virtual.sh: rings of 2 to 32 hosts"
+VIP_CLOCK=virtual VIP_PROFILE=sbus NICS=32 vipd_start
+{
+    echo
+    echo "A token round a ring of H hosts (vip_ring: a process and an sbus NIC each, two VIs"
+    echo "per NIC; $ROUNDS rounds; virtual time): median time per hop, against the ring of 2"
+    printf '  %-34s %12s %14s %10s\n' "" "per hop" "ratio to 2" "wall"
+    printf '  %-34s %12s %14s %10s\n' "" "[us]" "" "[s]"
+} >>"$WORK/out"
+base=
+for h in 2 4 8 16 32; do
+    read -r hop w < <(ring "$h")
+    [ -n "$base" ] || base=$hop
+    printf '  %-34s %12s %14s %10s\n' "ring of $h hosts" "$hop" \
+        "$(awk -v a="$hop" -v b="$base" 'BEGIN { printf "%.4f", a / b }')" "$w" >>"$WORK/out"
+done
+for _ in 1 2 3; do
+    (while :; do :; done) &
+    HOGS+=($!)
+done
+ROUNDS=$((ROUNDS / 4)) # beside the hogs a round costs far more wall time
+read -r hop w < <(ring 32)
+stop_hogs
+printf '  %-34s %12s %14s %10s\n' "ring of 32, 3 CPU hogs ($ROUNDS rounds)" "$hop" \
+    "$(awk -v a="$hop" -v b="$base" 'BEGIN { printf "%.4f", a / b }')" "$w" >>"$WORK/out"
+vipd_stop
 cp "$WORK/out" "$RES/virtual_time.txt"
 cat "$RES/virtual_time.txt"

@@ -41,7 +41,7 @@
 #define VIA_CACHELINE 64u
 
 /* ---- true limits of the emulated NIC (VipQueryNic reports these) ------ */
-#define VIA_MAX_NICS 8u
+#define VIA_MAX_NICS 64u
 #define VIA_MAX_VI 4096u            /* VIs per NIC (VI ids 0..4095) */
 #define VIA_MAX_TPT 8192u           /* registrations per session */
 #define VIA_MAX_PTAGS 256u          /* ptags per session */

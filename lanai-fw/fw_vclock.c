@@ -519,6 +519,11 @@ bool nic_vt_wait(struct fw_nic *nic, uint64_t next)
 
 /* ---- the host library's side (nic.h) ----------------------------------------------- */
 
+bool nic_vt_alone(struct fw_nic *nic)
+{
+    return horizon(nic, false) == UINT64_MAX;
+}
+
 void nic_vt_enter(void)
 {
     enter_min(0);

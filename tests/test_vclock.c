@@ -475,6 +475,48 @@ static void test_vipclock_unmodified_program(void)
 #endif
 }
 
+/* tests/compat/cg_pingpong: a plain VIPL ping-pong that times itself
+ * with clock_gettime and prints its median one-way time. Under vipclock
+ * that is virtual time: the model's one-way within 3%, the same on a
+ * second run. Its printed figure, or -1. */
+static double cg_pingpong(void)
+{
+    char bin[256], cmd[1024], line[256];
+    snprintf(bin, sizeof bin, "%s", getenv("TL_VIPCTL") ? getenv("TL_VIPCTL") : "");
+    char *slash = strrchr(bin, '/');
+    if (!slash)
+        return -1;
+    *slash = 0; /* .../bin */
+    snprintf(cmd, sizeof cmd, "%s/vipclock %s/../tests/compat/cg_pingpong 300 2>&1", bin, bin);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    double us = -1;
+    while (fgets(line, sizeof line, p)) {
+        double v;
+        if (sscanf(line, "one-way %lf us", &v) == 1)
+            us = v;
+        else
+            fprintf(stderr, "\n  cg_pingpong: %s", line);
+    }
+    return pclose(p) == 0 ? us : -1;
+}
+
+static void test_vipclock_times_itself(void)
+{
+    CU_ASSERT_FATAL(have_vipd);
+    double model = model_oneway() / 1000, v = cg_pingpong(), w = cg_pingpong();
+    CU_ASSERT_FATAL(model > 0);
+    fprintf(stderr, " (model %.3f us, cg_pingpong under vipclock %.3f and %.3f) ", model, v, w);
+    CU_ASSERT(v > 0 && w > 0);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    fprintf(stderr, "(figures not checked under a sanitizer) ");
+#else
+    CU_ASSERT(v >= 0.97 * model && v <= 1.03 * model);
+    CU_ASSERT(w >= 0.99 * v && w <= 1.01 * v);
+#endif
+}
+
 static const struct tl_test tests[] = {
     TL_TEST(test_pingpong_is_the_model),
     TL_TEST(test_status_polled_in_memory),
@@ -482,6 +524,7 @@ static const struct tl_test tests[] = {
     TL_TEST(test_host_cpu_scale),
     TL_TEST(test_timeout_is_virtual),
     TL_TEST(test_vipclock_unmodified_program),
+    TL_TEST(test_vipclock_times_itself),
     TL_TEST(test_refusals),
     TL_END,
 };

@@ -191,6 +191,10 @@ void nic_vt_spend(uint64_t until_ns);
 /* Called before a wait's round looks for arrivals (its horizon is read
  * then: nothing sent before it can be missed). */
 void nic_vt_look(struct fw_nic *nic);
+/* No peer is linked to this NIC: nobody's promise bounds its clock, and
+ * what may end a wait (a peer that connects, then sends) comes in real
+ * time. */
+bool nic_vt_alone(struct fw_nic *nic);
 bool nic_vt_wait(struct fw_nic *nic, uint64_t next_ns);
 /* The earliest effect still ahead that this NIC holds until its modelled
  * time, or `held` (one a progress just reported) if earlier; UINT64_MAX:

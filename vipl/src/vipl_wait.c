@@ -398,21 +398,37 @@ static VIP_RETURN wait_virtual(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_rea
     nic_vt_enter();
     nic_vt_inside(n->hw);
     uint64_t deadline = UINT64_MAX, start = nic_model_now_ns();
-    if (timeout_ms < VIP_INFINITE)
+    uint64_t real_deadline = UINT64_MAX;
+    if (timeout_ms < VIP_INFINITE) {
         deadline = start + (uint64_t)timeout_ms * 1000000u;
+        real_deadline = nic_now_ns() + (uint64_t)timeout_ms * 1000000u;
+    }
     VIP_RETURN rc = VIP_SUCCESS;
     for (;;) {
         uint64_t held = 0;
         nic_vt_look(n->hw);
         if (ready(arg, &held))
             break;
+        uint64_t next = nic_vt_next_event(n->hw, held);
+        if (next == UINT64_MAX && nic_vt_alone(n->hw)) {
+            /* Nothing held and no peer linked: a peer that has yet to
+             * connect cannot be waited for in virtual time, so this wait
+             * waits in real time, its timeout too (then the clock is put
+             * at the virtual deadline). */
+            if (nic_now_ns() >= real_deadline)
+                nic_vt_spend(deadline);
+            else {
+                struct timespec ts = {0, 50000};
+                nanosleep(&ts, NULL);
+                continue;
+            }
+        }
         if (nic_model_now_ns() >= deadline) {
             rc = vipl_fail(VIP_TIMEOUT, "%s: nothing completed within %lu ms of virtual time "
                                         "(the peer sent nothing that could complete it)",
                            what, (unsigned long)timeout_ms);
             break;
         }
-        uint64_t next = nic_vt_next_event(n->hw, held);
         if (deadline < next)
             next = deadline;
         if (!nic_vt_wait(n->hw, next))
