@@ -167,6 +167,9 @@ void vipl_report_vi_error(struct vip_nic *n, uint32_t vi_id, uint32_t code)
 VIP_RETURN vipl_call(struct vip_nic *n, uint32_t op, const void *req, size_t req_len,
                      void *rep, size_t rep_len, int *fds, int *nfds)
 {
+    /* Virtual time: a call to vipd is the library's work, not the
+     * program's computation (however long vipd takes to be scheduled). */
+    nic_vt_enter();
     pthread_mutex_lock(&n->ctl_lock);
     if (++n->ctl_cookie == COOKIE_REPORT)
         ++n->ctl_cookie;
@@ -179,6 +182,7 @@ VIP_RETURN vipl_call(struct vip_nic *n, uint32_t op, const void *req, size_t req
     }
     send_reports(n);
     pthread_mutex_unlock(&n->ctl_lock);
+    nic_vt_leave(NULL);
     return rc;
 }
 
@@ -241,8 +245,8 @@ static VIP_RETURN await_answer(struct vip_nic *n, int s, uint32_t op, VIP_ULONG 
     }
 }
 
-VIP_RETURN vipl_call_side(struct vip_nic *n, uint32_t op, const void *req, size_t req_len,
-                          void *rep, size_t rep_len, int *fds, int *nfds, VIP_ULONG timeout_ms)
+static VIP_RETURN call_side(struct vip_nic *n, uint32_t op, const void *req, size_t req_len,
+                            void *rep, size_t rep_len, int *fds, int *nfds, VIP_ULONG timeout_ms)
 {
     int s = side_connect(n);
     if (s < 0) {
@@ -272,6 +276,15 @@ VIP_RETURN vipl_call_side(struct vip_nic *n, uint32_t op, const void *req, size_
     else if (nfds)
         *nfds = 0;
     close(s);
+    return rc;
+}
+
+VIP_RETURN vipl_call_side(struct vip_nic *n, uint32_t op, const void *req, size_t req_len,
+                          void *rep, size_t rep_len, int *fds, int *nfds, VIP_ULONG timeout_ms)
+{
+    nic_vt_enter(); /* as vipl_call: the library's work */
+    VIP_RETURN rc = call_side(n, op, req, req_len, rep, rep_len, fds, nfds, timeout_ms);
+    nic_vt_leave(NULL);
     return rc;
 }
 

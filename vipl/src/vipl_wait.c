@@ -598,6 +598,25 @@ static bool cq_overflowed(struct vip_cq *cq)
     return true;
 }
 
+/* A CQ poll in virtual time is a wait's round, as a queue's poll is
+ * (done_progress): the program's time up to it is charged, and finding
+ * nothing moves the clock to the next event as far as the peers allow. */
+static VIP_RETURN cq_done_virtual(struct cq_wait *w, struct fw_nic *hw)
+{
+    nic_vt_enter();
+    nic_vt_inside(hw);
+    nic_vt_look(hw);
+    uint64_t held = 0;
+    bool got = cq_ready(w, &held);
+    if (!got) {
+        if (!nic_vt_wait(hw, nic_vt_next_event(hw, held)))
+            sched_yield(); /* inside the library: not the program's time */
+        nic_vt_polled_empty();
+    }
+    nic_vt_leave(hw);
+    return got ? VIP_SUCCESS : VIP_NOT_DONE;
+}
+
 VIP_RETURN VipCQDone(VIP_CQ_HANDLE CQHandle, VIP_VI_HANDLE *ViHandle, VIP_BOOLEAN *RecvQueue)
 {
     struct vip_cq *cq = vipl_cq(CQHandle);
@@ -607,6 +626,8 @@ VIP_RETURN VipCQDone(VIP_CQ_HANDLE CQHandle, VIP_VI_HANDLE *ViHandle, VIP_BOOLEA
         return vipl_fail(VIP_ERROR_RESOURCE, "CQ overflowed: completions were lost "
                                              "(create it with more entries)");
     struct cq_wait w = {cq, ViHandle, RecvQueue};
+    if (nic_virtual_time && nic_paced(cq->nic->hw))
+        return cq_done_virtual(&w, cq->nic->hw);
     return cq_ready(&w, NULL) ? VIP_SUCCESS : VIP_NOT_DONE;
 }
 
