@@ -499,6 +499,20 @@ static void host_polled(struct fw_nic *nic)
     bump(&nic->host_polls);
 }
 
+void nic_mem_fence(struct fw_nic *nic)
+{
+    if (!nic)
+        return;
+    for (unsigned id = 0; id < VIA_MAX_VI; id++) {
+        struct fw_vi *vi = fw_vi_get(nic, id);
+        if (!vi)
+            continue;
+        fw_lock(&vi->lock);
+        fw_unlock(&vi->lock);
+        fw_vi_put(vi);
+    }
+}
+
 uint64_t nic_progress(struct fw_nic *nic, bool host)
 {
     bool did = false;

@@ -100,6 +100,8 @@ static uint64_t rresp_arrive(struct fw_vi *vi, uint32_t len)
     return start + (uint64_t)c + (uint64_t)p->switch_ns;
 }
 
+static void rx_refuse(struct fw_vi *vi, uint32_t seq, uint32_t reason);
+
 /* The responder's half of an RDMA read: the checked source range goes
  * back as READ_RESP fragments, as many as the link takes this turn. */
 static void rx_respond(struct fw_vi *vi)
@@ -109,6 +111,18 @@ static void rx_respond(struct fw_vi *vi)
         uint32_t left = vi->rresp.len - vi->rresp.off;
         uint32_t mtu = fw_link_mtu(l);
         uint32_t frag = left < mtu ? left : mtu;
+        /* Each chunk's range is checked again as it is read: memory
+         * deregistered meanwhile is never read (the check and the copy are
+         * one turn under the VI's lock: nic_mem_fence). The read then
+         * fails at the initiator with a protection error. */
+        if (frag && fw_tpt_check_rdma(vi, vi->rresp.rkey, vi->rresp.raddr + vi->rresp.off, frag,
+                                      VIA_TPT_RDMA_READ)) {
+            vi->rresp.active = false;
+            fw_count(&vi->db->cnt.rx_dropped, 1);
+            rx_refuse(vi, vi->rresp.seq, VIA_NAK_PROTECTION);
+            fw_vi_error(vi, VIP_ERROR_RDMAR_PROT, 0);
+            return;
+        }
         struct via_wire_hdr *h = l->ops->reserve(l, frag);
         if (!h) {
             l->ops->stall(l);
@@ -385,10 +399,10 @@ static void rx_write_placed(struct fw_vi *vi, const struct via_wire_hdr *h);
 
 /* The responder's check of an RDMA write's whole target range, before a
  * byte is written: false when nothing is to be written. */
-static bool rx_write_target_ok(struct fw_vi *vi, const struct via_wire_hdr *h)
+static bool rx_write_target_ok(struct fw_vi *vi, const struct via_wire_hdr *h, uint64_t addr,
+                               uint32_t len)
 {
-    uint32_t prot = vi->rdma_write ? fw_tpt_check_rdma(vi, h->rkey, h->raddr, h->msg_len,
-                                                         VIA_TPT_RDMA_WRITE)
+    uint32_t prot = vi->rdma_write ? fw_tpt_check_rdma(vi, h->rkey, addr, len, VIA_TPT_RDMA_WRITE)
                                    : VIP_STATUS_PROTECTION_ERROR;
     if (prot) {
         /* Reliable levels: the initiator's descriptor fails with the
@@ -404,8 +418,12 @@ static bool rx_write_target_ok(struct fw_vi *vi, const struct via_wire_hdr *h)
 }
 
 /* RDMA_WRITE: the responder places each fragment at raddr + frag_off after
- * checking the whole target range; with immediate data the last fragment
- * also completes a receive descriptor (no data goes into its segments). */
+ * checking the whole target range, and checks each later fragment's own
+ * range again as it places it: memory deregistered meanwhile is never
+ * written (the check and the copy are one turn under the VI's lock, which
+ * a deregistration waits for: nic_mem_fence). With immediate data the last
+ * fragment also completes a receive descriptor (no data goes into its
+ * segments). */
 static void op_rdma_write(struct fw_vi *vi, const struct via_wire_hdr *h,
                           const uint8_t *payload)
 {
@@ -423,7 +441,10 @@ static void op_rdma_write(struct fw_vi *vi, const struct via_wire_hdr *h,
         vi->rdma_rkey = h->rkey;
         vi->rdma_raddr = h->raddr;
         vi->rdma_len = h->msg_len;
-        vi->rx = rx_write_target_ok(vi, h) ? FW_RX_PLACE : FW_RX_DISCARD;
+        vi->rx = rx_write_target_ok(vi, h, h->raddr, h->msg_len) ? FW_RX_PLACE : FW_RX_DISCARD;
+    } else if (vi->rx == FW_RX_PLACE && h->frag_len &&
+               !rx_write_target_ok(vi, h, h->raddr + h->frag_off, h->frag_len)) {
+        vi->rx = FW_RX_DISCARD;
     }
     if (vi->rx == FW_RX_PLACE && h->frag_len)
         hal_dma_to_host(h->raddr + h->frag_off, payload, h->frag_len);
@@ -473,7 +494,7 @@ static void op_write_rts(struct fw_vi *vi, const struct via_wire_hdr *h, const u
         return;
     }
     vi->rx_seq = h->msg_seq;
-    if (!rx_write_target_ok(vi, h))
+    if (!rx_write_target_ok(vi, h, h->raddr, h->msg_len))
         return;
     struct fw_xdes dst = {.segcount = 1, .seg[0] = {.va = h->raddr, .len = h->msg_len}};
     int err = fw_cma_pull(vi, src, n, h->msg_len, &dst);

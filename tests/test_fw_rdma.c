@@ -237,6 +237,35 @@ static void test_rdma_write_later_fragments_in_range(void)
     teardown();
 }
 
+/* The target deregisters its region between two fragments of a write (the
+ * entry closed, as vipd closes it): the later fragment is checked again,
+ * writes nothing, and the write fails with a protection error. */
+static void test_rdma_write_after_deregistration(void)
+{
+    setup(VIP_SERVICE_RELIABLE_DELIVERY, 1);
+    set_vi(F.b, PTAG_A, VIA_MAX_TRANSFER, true);
+    memset(F.rdma, 0xEE, RDMA_LEN);
+    uint8_t src[2000];
+    tl_fill(src, sizeof src, 7);
+    uint64_t raddr = (uint64_t)(uintptr_t)F.rdma;
+    inject(0, rdma_hdr(1, VIA_PKT_FIRST, 2000, 0, 1000, F.mh_rdma, raddr), src);
+    progress(F.b);
+    CU_ASSERT_EQUAL(memcmp(F.rdma, src, 1000), 0); /* the first fragment, checked, lands */
+    atomic_store(&F.tpt[IDX_RDMA].gen, 0);         /* VipDeregisterMem */
+    inject(0, rdma_hdr(1, VIA_PKT_LAST, 2000, 1000, 1000, F.mh_rdma, raddr), src + 1000);
+    progress(F.b);
+    long v = first_not(F.rdma + 1000, RDMA_LEN - 1000, 0xEE);
+    CU_ASSERT_EQUAL(v, -1);
+    if (v >= 0)
+        fprintf(stderr, "\n  RDMA write: a fragment landed in deregistered memory (+%ld)\n",
+                1000 + v);
+    CU_ASSERT_EQUAL(atomic_load(&F.dbb->state), VIA_VI_ERROR);
+    EXPECT_ERROR(F.b, VIP_ERROR_RDMAW_PROT, true);
+    struct via_wire_hdr h; /* B's answer to A: the protection NAK */
+    CU_ASSERT(look(1, &h) && h.type == VIA_PKT_NAK && h.imm == VIA_NAK_PROTECTION);
+    teardown();
+}
+
 /* A read request on an unreliable VI (which never issues one), and a read
  * response for no read in flight, are protocol errors: nothing is read,
  * nothing answered, the link is broken. */
@@ -530,6 +559,7 @@ int main(int argc, char **argv)
         TL_TEST(test_rdma_write_lands),
         TL_TEST(test_rdma_write_refused),
         TL_TEST(test_rdma_write_later_fragments_in_range),
+        TL_TEST(test_rdma_write_after_deregistration),
         TL_TEST(test_rdma_read_packets_refused),
         TL_TEST(test_rdma_write_initiator),
         TL_TEST(test_rdma_write_violation),

@@ -122,6 +122,14 @@ uint64_t nic_vi_progress(struct fw_vi *vi, bool host);
 uint64_t nic_progress(struct fw_nic *nic, bool host);
 
 /*
+ * After a deregistration has closed a TPT entry: wait until no VI of this
+ * NIC is inside a turn begun before (every check of the table and the copy
+ * it allows happen in one turn under the VI's lock). From its return no
+ * peer's RDMA touches the memory (spec-notes/data-path.md).
+ */
+void nic_mem_fence(struct fw_nic *nic);
+
+/*
  * Liveness of local peers (fw_live.c): has a process at the other end of
  * one of our links died? Its links are then broken as vipd would break
  * them (the VIs go to the error state in the NIC's next turn, sleepers

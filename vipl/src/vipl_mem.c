@@ -173,7 +173,13 @@ VIP_RETURN VipDeregisterMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress,
     if (!n)
         return vipl_fail(VIP_INVALID_PARAMETER, "not a NIC handle");
     struct via_ctl_dereg_mem q = {.va = (uintptr_t)VirtualAddress, .handle = MemoryHandle};
-    return vipl_call(n, VIA_CTL_DEREG_MEM, &q, sizeof q, NULL, 0, NULL, NULL);
+    VIP_RETURN rc = vipl_call(n, VIA_CTL_DEREG_MEM, &q, sizeof q, NULL, 0, NULL, NULL);
+    /* vipd has closed the entry; an RDMA of a peer's that passed its check
+     * before may still be copying: when it is done, the memory is ours
+     * alone (the caller may unmap it at once). */
+    if (rc == VIP_SUCCESS)
+        nic_mem_fence(n->hw);
+    return rc;
 }
 
 /* The TPT entry of a handle, read from the NIC's table, if it is live. */
