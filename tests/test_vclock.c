@@ -249,18 +249,26 @@ out:
     return median;
 }
 
-/* The model's one-way time, and the same measured twice: equal to 1%. */
-static void test_pingpong_is_the_model(void)
+/* A ping-pong of `iters` messages waited for as `how` says, run twice:
+ * the first within [0.97, hi] of the model's one-way time, the second
+ * within `rerun` of the first. */
+static void pingpong_twice(unsigned iters, enum how how, double hi, double rerun)
 {
     CU_ASSERT_FATAL(have_vipd);
     double model = model_oneway();
     CU_ASSERT_FATAL(model > 0);
-    double a = pingpong(ITERS, BY_WAIT), b = pingpong(ITERS, BY_WAIT);
+    double a = pingpong(iters, how), b = pingpong(iters, how);
     fprintf(stderr, " (model %.3f us, measured %.3f and %.3f) ", model / 1000, a / 1000,
             b / 1000);
     CU_ASSERT(a > 0 && b > 0);
-    CU_ASSERT(a >= 0.97 * model && a <= 1.03 * model);
-    CU_ASSERT(b >= 0.99 * a && b <= 1.01 * a);
+    CU_ASSERT(a >= 0.97 * model && a <= hi * model);
+    CU_ASSERT(b >= (1 - rerun) * a && b <= (1 + rerun) * a);
+}
+
+/* VIPL's waits: the model's one-way time, the same again to 1%. */
+static void test_pingpong_is_the_model(void)
+{
+    pingpong_twice(ITERS, BY_WAIT, 1.03, 0.01);
 }
 
 /* Both sides wait by reading Status words in memory, calling nothing
@@ -268,33 +276,22 @@ static void test_pingpong_is_the_model(void)
  * thread counts it), no further than the next effect or a peer's promise,
  * and the one-way time is the model's as with VIPL's waits. (Without the
  * NIC's thread counting it, the clock stands still and both sides spin
- * for ever; without its stopping at a shown effect, 5 us late.) */
+ * for ever; without its stopping at a shown effect, 5 us late.) What a
+ * thread spins between an effect shown and its noticing it is measured on
+ * its own CPU clock: a few hundred ns idle, about a microsecond beside a
+ * parallel build (spec-notes/virtual-time.md). */
 static void test_status_polled_in_memory(void)
 {
-    CU_ASSERT_FATAL(have_vipd);
-    double model = model_oneway();
-    CU_ASSERT_FATAL(model > 0);
-    double a = pingpong(ITERS / 3, BY_MEMORY), b = pingpong(ITERS / 3, BY_MEMORY);
-    fprintf(stderr, " (model %.3f us, measured %.3f and %.3f) ", model / 1000, a / 1000,
-            b / 1000);
-    CU_ASSERT(a > 0 && b > 0);
-    /* What a thread spins between an effect shown and its noticing it is
-     * measured on its own CPU clock: a few hundred ns that vary. */
-    CU_ASSERT(a >= 0.97 * model && a <= 1.06 * model);
-    CU_ASSERT(b >= 0.96 * a && b <= 1.04 * a);
+    pingpong_twice(ITERS / 3, BY_MEMORY, 1.10, 0.04);
 }
 
 /* Receives through a CQ, as a real program serving many VIs takes them:
  * the server sleeps in VipCQWait, the client polls VipCQDone, then each
- * takes the descriptor with VipRecvDone. The model's one-way time. */
+ * takes the descriptor with VipRecvDone. The model's one-way time. (A
+ * VipCQDone that moved no clock left both sides polling for ever.) */
 static void test_cq_pingpong(void)
 {
-    CU_ASSERT_FATAL(have_vipd);
-    double model = model_oneway();
-    CU_ASSERT_FATAL(model > 0);
-    double a = pingpong(ITERS, BY_CQ);
-    fprintf(stderr, " (model %.3f us, measured %.3f) ", model / 1000, a / 1000);
-    CU_ASSERT(a >= 0.97 * model && a <= 1.03 * model);
+    pingpong_twice(ITERS, BY_CQ, 1.03, 0.01);
 }
 
 /* The program's computation between calls advances its clock by the CPU
