@@ -22,7 +22,9 @@
  * A remote peer (another host's NIC) comes with no pidfd: its link's own
  * timeouts are its liveness.
  */
+#include <errno.h>
 #include <poll.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "fw.h"
@@ -49,10 +51,21 @@ void fw_live_unwatch(struct fw_vi *vi)
     atomic_fetch_sub(&vi->nic->nlive, 1);
 }
 
+/* A pidfd polls readable once its process has exited; the kernel then
+ * confirms it (a signal 0 to an exited process fails with ESRCH). Only
+ * both are death: an fd that is not a pidfd (its number closed elsewhere
+ * and taken by a readable pipe or socket) fails the signal with EBADF or
+ * EINVAL and proves nothing, and a peer that is merely slow is neither. */
 bool fw_live_exited(int pidfd)
 {
     struct pollfd p = {.fd = pidfd, .events = POLLIN};
-    return pidfd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+    if (pidfd < 0 || poll(&p, 1, 0) != 1 || !(p.revents & POLLIN))
+        return false;
+#ifdef SYS_pidfd_send_signal
+    return syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0 && errno == ESRCH;
+#else
+    return true;
+#endif
 }
 
 /* A watched pidfd of VI id polled readable: confirm under the VI's lock

@@ -7,9 +7,13 @@
  *
  * The fixture (one in-memory NIC, two VIs on one channel) is tests/lib/tfw.c.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "fw_hal.h"
 #include "lib/tfw.h"
@@ -612,9 +616,40 @@ static void test_small_copy(void)
     CU_ASSERT_EQUAL(bad, 0);
 }
 
+/* Liveness takes only proof of death: a pidfd of an exited process. A
+ * live process's pidfd, and a readable fd that is no pidfd (a pipe with
+ * data: what a pidfd's number closed elsewhere and reused may become),
+ * are not death. */
+static void test_live_exited_needs_proof(void)
+{
+#ifdef SYS_pidfd_open
+    pid_t kid = fork();
+    CU_ASSERT_FATAL(kid >= 0);
+    if (kid == 0) {
+        pause();
+        _exit(0);
+    }
+    int fd = (int)syscall(SYS_pidfd_open, kid, 0);
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT(!fw_live_exited(fd)); /* alive */
+    kill(kid, SIGKILL);
+    int st;
+    CU_ASSERT(waitpid(kid, &st, 0) == kid);
+    CU_ASSERT(fw_live_exited(fd)); /* gone */
+    close(fd);
+    int pp[2];
+    CU_ASSERT_FATAL(pipe(pp) == 0);
+    CU_ASSERT(write(pp[1], "x", 1) == 1);
+    CU_ASSERT(!fw_live_exited(pp[0])); /* readable, but no process's end */
+    close(pp[0]);
+    close(pp[1]);
+#endif
+}
+
 int main(int argc, char **argv)
 {
     static const struct tl_test tests[] = {
+        TL_TEST(test_live_exited_needs_proof),
         TL_TEST(test_tpt_check),
         TL_TEST(test_tpt_check_rdma),
         TL_TEST(test_link_ring),
