@@ -99,7 +99,7 @@ FI_BENCHES := $(patsubst bench/%.c,$(B)/bin/%,$(FI_BENCH_SRCS))
 # Empty when CUnit's header is missing: then `all` skips the tests.
 HAVE_CUNIT := $(shell $(CC) $(CFLAGS) -E -include CUnit/CUnit.h -x c /dev/null >/dev/null 2>&1 && echo y)
 
-.PHONY: all progs testprogs test bench bench-hosts check-asan check-tsan install clean deps deps-test hostdev-check \
+.PHONY: all progs testprogs test soak bench bench-hosts check-asan check-tsan install clean deps deps-test hostdev-check \
 	deps-bench deps-fuzz valgrind fuzz fuzzprogs fuzz-smoke fuzz-corpus
 ifeq ($(HAVE_CUNIT),)
 all: progs
@@ -250,6 +250,12 @@ test: deps-test
 	$(MAKE) --no-print-directory progs testprogs
 	@B=$(B) tests/run_tests.sh
 	@$(MAKE) --no-print-directory fuzz-smoke
+
+# The suite three times beside three CPU hogs and a parallel build (not
+# part of `make test`; SOAK_ROUNDS=N for another count).
+soak: deps-test
+	$(MAKE) --no-print-directory progs testprogs
+	@B=$(B) tests/soak.sh $${SOAK_ROUNDS:-3}
 
 check-asan: deps-test
 	$(MAKE) --no-print-directory B=build-asan OPT=-O1 \

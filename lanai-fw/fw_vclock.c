@@ -257,8 +257,10 @@ static uint64_t horizon(struct fw_nic *nic, bool skip_blocked)
 }
 
 /* Promise every peer of this NIC that nothing we send arrives before `at`
- * (0: promise nothing new), and say whether we are outside the library.
- * True if a peer went on without our promise meanwhile (told once). */
+ * (0: promise nothing new), and say whether we are outside the library
+ * (PROMISE_ONLY: say nothing of it: the NIC's thread cannot know). True if
+ * a peer went on without our promise meanwhile (told once). */
+#define PROMISE_ONLY 2u
 static bool promise(struct fw_nic *nic, uint64_t at, uint32_t outside)
 {
     uint32_t me = (uint32_t)getpid();
@@ -273,7 +275,8 @@ static bool promise(struct fw_nic *nic, uint64_t at, uint32_t outside)
             atomic_store_explicit(&d->vt_bound, at, memory_order_release);
         if (atomic_load_explicit(&d->vt_pid, memory_order_relaxed) != me)
             atomic_store_explicit(&d->vt_pid, me, memory_order_relaxed);
-        if (atomic_load_explicit(&d->vt_outside, memory_order_relaxed) != outside)
+        if (outside != PROMISE_ONLY &&
+            atomic_load_explicit(&d->vt_outside, memory_order_relaxed) != outside)
             atomic_store_explicit(&d->vt_outside, outside, memory_order_release);
         if (!outside && atomic_load_explicit(&d->vt_skipped, memory_order_acquire))
             skipped |= atomic_exchange(&d->vt_skipped, 0) != 0;
@@ -453,7 +456,8 @@ int fw_vclock_outside(struct fw_nic *nic)
     if (!got)
         return 0;
     raise_to(now + got);
-    (void)promise(nic, fw_vclock_now() + lookahead(nic), 1);
+    /* A thread may have come back in meanwhile: the flag is theirs. */
+    (void)promise(nic, fw_vclock_now() + lookahead(nic), PROMISE_ONLY);
     if (now + got >= next) {
         tl_held_back = 0;
         return due(cpu);
