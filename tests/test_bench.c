@@ -30,12 +30,6 @@
 
 #include "lib/tlib.h"
 
-static const char *profile_dir(void)
-{
-    const char *d = getenv("VIP_PROFILE_DIR");
-    return d && *d ? d : "lanai-fw/profiles";
-}
-
 #define RUN_MS 60000
 #define NSIZES 19 /* -a: 4 B .. 1 MiB */
 #define MAX_ROWS 32
@@ -420,7 +414,7 @@ static double model_scan(const struct run *r, const char *prof, unsigned vis)
 static void test_model_vis(void)
 {
     struct run r;
-    run_bench(&r, "vip_model", "-d", profile_dir(), "--csv", "--vis", "1", "--vis", "65", "pci",
+    run_bench(&r, "vip_model", "-d", tl_profile_dir(), "--csv", "--vis", "1", "--vis", "65", "pci",
               "native", NULL);
     TCHK(r.status == 0);
     double p1 = model_scan(&r, "pci", 1), p65 = model_scan(&r, "pci", 65);
@@ -452,7 +446,7 @@ static bool profile_edited(const char *dir, const char *name, const char *key,
                            const char *line)
 {
     char path[512], text[16384];
-    snprintf(path, sizeof path, "%s/%s.conf", profile_dir(), name);
+    snprintf(path, sizeof path, "%s/%s.conf", tl_profile_dir(), name);
     FILE *f = fopen(path, "r");
     if (!f)
         return false;
@@ -483,7 +477,7 @@ static void test_model_validate(void)
     bool made = mkdtemp(dir) != NULL;
     TCHK(made);
     unsigned n = 0, m = 0;
-    run_bench(&r, "vip_model", "-d", profile_dir(), "--validate", NULL);
+    run_bench(&r, "vip_model", "-d", tl_profile_dir(), "--validate", NULL);
     TCHK(r.status == 0);
     TCHK(validated(&r, &n, &m) && n >= 15 && m == 0);
     /* every line cites its source */
@@ -497,7 +491,7 @@ static void test_model_validate(void)
     fprintf(f, "# vip_send_lat\nbytes,iters,min_us,median_us,p90_us,p99_us,max_us,avg_us\n"
                "4,100,39.0,40.0,41.0,42.0,43.0,40.0\n");
     fclose(f);
-    run_bench(&r, "vip_model", "-d", profile_dir(), "--validate", "--results", dir, NULL);
+    run_bench(&r, "vip_model", "-d", tl_profile_dir(), "--validate", "--results", dir, NULL);
     TCHK(r.status == 0);
     TCHK(strstr(r.out, "measured 40 (+73.9%) (OUTSIDE)") != NULL);
     TCHK(strstr(r.out, "measured 1 of them: 1 outside tolerance") != NULL);
@@ -509,7 +503,7 @@ static void test_model_validate(void)
     TCHK(validated(&r, &n, &m) && m >= 1);
     TCHK(strstr(r.out, " 1 OUTSIDE  check     4-byte one-way latency (RTT/2), S-Bus") != NULL);
     /* the markdown table has the same lines */
-    run_bench(&r, "vip_model", "-d", profile_dir(), "--validate", "--markdown", NULL);
+    run_bench(&r, "vip_model", "-d", tl_profile_dir(), "--validate", "--markdown", NULL);
     TCHK(r.status == 0 && strstr(r.out, "| # | figure | source |") != NULL);
     /* a profile is no argument of --validate */
     run_bench(&r, "vip_model", "--validate", "sbus", NULL);

@@ -19,17 +19,11 @@
 #define WINDOW_NS 1000000000ull  /* fw_sched.c: FW_SCHED_AHEAD_NS */
 #define HOUR_NS 3600000000000ull
 
-static const char *profile_dir(void)
-{
-    const char *d = getenv("VIP_PROFILE_DIR");
-    return d && *d ? d : "lanai-fw/profiles";
-}
-
 static void setup_paced(void)
 {
     static struct via_profile prof;
     char err[256] = "";
-    if (fw_profile_load("sbus", profile_dir(), &prof, err, sizeof err)) {
+    if (fw_profile_load("sbus", tl_profile_dir(), &prof, err, sizeof err)) {
         fprintf(stderr, "\n  %s\n", err);
         CU_FAIL_FATAL("the sbus profile loads");
     }

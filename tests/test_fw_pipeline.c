@@ -764,19 +764,13 @@ static void test_sched_packet_noticed(void)
     teardown();
 }
 
-static const char *profile_dir(void)
-{
-    const char *d = getenv("VIP_PROFILE_DIR");
-    return d && *d ? d : "lanai-fw/profiles";
-}
-
 /* A paced NIC never shows an effect before its modelled time, and held
  * effects are found again by nic_progress without help. */
 static void test_paced_never_early(void)
 {
     struct via_profile prof;
     char err[256] = "";
-    if (fw_profile_load("sbus", profile_dir(), &prof, err, sizeof err)) {
+    if (fw_profile_load("sbus", tl_profile_dir(), &prof, err, sizeof err)) {
         fprintf(stderr, "\n  %s\n", err);
         CU_FAIL_FATAL("the sbus profile loads");
     }

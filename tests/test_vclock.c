@@ -28,12 +28,6 @@
 static struct tvipd V;
 static bool have_vipd;
 
-static const char *profile_dir(void)
-{
-    const char *d = getenv("VIP_PROFILE_DIR");
-    return d && *d ? d : "lanai-fw/profiles";
-}
-
 /* How a side waits for its descriptors to complete. */
 enum how {
     BY_WAIT,   /* VipRecvWait / VipSendWait */
@@ -156,7 +150,7 @@ static double model_oneway(void)
 {
     struct via_profile p;
     char err[256];
-    if (fw_profile_load("sbus", profile_dir(), &p, err, sizeof err) != 0) {
+    if (fw_profile_load("sbus", tl_profile_dir(), &p, err, sizeof err) != 0) {
         fprintf(stderr, "\n  %s\n", err);
         return 0;
     }
@@ -345,7 +339,7 @@ static int scaled_child(void)
 static void test_host_cpu_scale(void)
 {
     char conf[] = "/tmp/vt-scale-XXXXXX.conf", path[512], line[512];
-    snprintf(path, sizeof path, "%s/sbus.conf", profile_dir());
+    snprintf(path, sizeof path, "%s/sbus.conf", tl_profile_dir());
     FILE *in = fopen(path, "r");
     CU_ASSERT_PTR_NOT_NULL_FATAL(in);
     int fd = mkstemps(conf, 5);
@@ -489,94 +483,87 @@ static void test_refusals(void)
     unsetenv("VIP_CLOCK");
 }
 
+/* Run `cmd` through the shell and take the figure its line `fmt` (a
+ * scanf format of one double) prints; -1 if none, or if the command fails
+ * and must not. */
+static double figure_of(const char *cmd, const char *fmt, bool must_succeed)
+{
+    char line[256];
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    double us = -1;
+    while (fgets(line, sizeof line, p)) {
+        double v;
+        if (sscanf(line, fmt, &v) == 1)
+            us = v;
+        else if (must_succeed)
+            fprintf(stderr, "\n  %s", line);
+    }
+    int st = pclose(p);
+    return must_succeed && st != 0 ? -1 : us;
+}
+
+/* The directory of the programs (TL_VIPCTL's), or false. */
+static bool bin_dir(char *out, size_t len)
+{
+    snprintf(out, len, "%s", getenv("TL_VIPCTL") ? getenv("TL_VIPCTL") : "");
+    char *slash = strrchr(out, '/');
+    if (!slash)
+        return false;
+    *slash = 0;
+    return true;
+}
+
+/* An unmodified program's own figure under vipclock, twice: the first
+ * within [lo, hi] of the model's one-way time, the second within 1% of
+ * the first. A sanitizer's instrumented program computes several times
+ * more between its calls, and is charged for it: only the plain build
+ * shows the model's figure. */
+static void vipclock_twice(const char *what, const char *cmd, const char *fmt, bool must_succeed,
+                           double lo, double hi)
+{
+    CU_ASSERT_FATAL(have_vipd);
+    double model = model_oneway() / 1000;
+    CU_ASSERT_FATAL(model > 0);
+    double v = figure_of(cmd, fmt, must_succeed), w = figure_of(cmd, fmt, must_succeed);
+    fprintf(stderr, " (model %.3f us, %s under vipclock %.3f and %.3f) ", model, what, v, w);
+    CU_ASSERT(v > 0 && w > 0);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    (void)lo;
+    (void)hi;
+    fprintf(stderr, "(figures not checked under a sanitizer) ");
+#else
+    CU_ASSERT(v >= lo * model && v <= hi * model);
+    CU_ASSERT(w >= 0.99 * v && w <= 1.01 * v);
+#endif
+}
+
 /* vipclock: an unmodified program (tests/oldvia/mp_bench, which times
  * itself with clock_gettime) reads virtual time, and prints the model's
  * one-way time plus what its message layer adds (a header on the wire, a
- * send reap: under a tenth), the same on a second run. (Without vipclock
- * it prints the real time the run took.) */
-static double mp_pingpong_4(void)
+ * send reap: under a tenth). (Without vipclock it prints the real time
+ * the run took.) */
+static void test_vipclock_unmodified_program(void)
 {
-    char bin[256], cmd[2048], line[256];
-    snprintf(bin, sizeof bin, "%s", getenv("TL_VIPCTL") ? getenv("TL_VIPCTL") : "");
-    char *slash = strrchr(bin, '/');
-    if (!slash)
-        return -1;
-    *slash = 0; /* .../bin */
+    char bin[256], cmd[2048];
+    CU_ASSERT_FATAL(bin_dir(bin, sizeof bin));
     snprintf(cmd, sizeof cmd,
              "%s/vipclock %s/../tests/mp_bench -r 1 -d via0,via1 -n 300 -x 4 >/dev/null 2>&1 & "
              "%s/vipclock %s/../tests/mp_bench -r 0 -d via0,via1 -n 300 -x 4 2>&1; wait",
              bin, bin, bin, bin);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return -1;
-    double us = -1;
-    while (fgets(line, sizeof line, p)) {
-        double v;
-        if (sscanf(line, "pingpong 4 bytes %lf us", &v) == 1)
-            us = v;
-    }
-    pclose(p);
-    return us;
-}
-
-static void test_vipclock_unmodified_program(void)
-{
-    CU_ASSERT_FATAL(have_vipd);
-    double model = model_oneway() / 1000, v = mp_pingpong_4(), w = mp_pingpong_4();
-    CU_ASSERT_FATAL(model > 0);
-    fprintf(stderr, " (model %.2f us, under vipclock %.2f and %.2f) ", model, v, w);
-    CU_ASSERT(v > 0 && w > 0);
-    /* A sanitizer's instrumented program computes several times more
-     * between its calls, and is charged for it: only the plain build
-     * shows the model's figure. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-    fprintf(stderr, "(figures not checked under a sanitizer) ");
-#else
-    CU_ASSERT(v >= 0.99 * model && v <= 1.10 * model);
-    CU_ASSERT(w >= 0.99 * v && w <= 1.01 * v);
-#endif
+    vipclock_twice("mp_bench", cmd, "pingpong 4 bytes %lf us", false, 0.99, 1.10);
 }
 
 /* tests/compat/cg_pingpong: a plain VIPL ping-pong that times itself
  * with clock_gettime and prints its median one-way time. Under vipclock
- * that is virtual time: the model's one-way within 3%, the same on a
- * second run. Its printed figure, or -1. */
-static double cg_pingpong(void)
-{
-    char bin[256], cmd[1024], line[256];
-    snprintf(bin, sizeof bin, "%s", getenv("TL_VIPCTL") ? getenv("TL_VIPCTL") : "");
-    char *slash = strrchr(bin, '/');
-    if (!slash)
-        return -1;
-    *slash = 0; /* .../bin */
-    snprintf(cmd, sizeof cmd, "%s/vipclock %s/../tests/compat/cg_pingpong 300 2>&1", bin, bin);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return -1;
-    double us = -1;
-    while (fgets(line, sizeof line, p)) {
-        double v;
-        if (sscanf(line, "one-way %lf us", &v) == 1)
-            us = v;
-        else
-            fprintf(stderr, "\n  cg_pingpong: %s", line);
-    }
-    return pclose(p) == 0 ? us : -1;
-}
-
+ * that is virtual time: the model's one-way within 3%. */
 static void test_vipclock_times_itself(void)
 {
-    CU_ASSERT_FATAL(have_vipd);
-    double model = model_oneway() / 1000, v = cg_pingpong(), w = cg_pingpong();
-    CU_ASSERT_FATAL(model > 0);
-    fprintf(stderr, " (model %.3f us, cg_pingpong under vipclock %.3f and %.3f) ", model, v, w);
-    CU_ASSERT(v > 0 && w > 0);
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-    fprintf(stderr, "(figures not checked under a sanitizer) ");
-#else
-    CU_ASSERT(v >= 0.97 * model && v <= 1.03 * model);
-    CU_ASSERT(w >= 0.99 * v && w <= 1.01 * v);
-#endif
+    char bin[256], cmd[1024];
+    CU_ASSERT_FATAL(bin_dir(bin, sizeof bin));
+    snprintf(cmd, sizeof cmd, "%s/vipclock %s/../tests/compat/cg_pingpong 300 2>&1", bin, bin);
+    vipclock_twice("cg_pingpong", cmd, "one-way %lf us", true, 0.97, 1.03);
 }
 
 static const struct tl_test tests[] = {

@@ -689,3 +689,9 @@ int tl_vipctl(const char *args, char *out, size_t cap)
         return -1;
     return WEXITSTATUS(st);
 }
+
+const char *tl_profile_dir(void)
+{
+    const char *d = getenv("VIP_PROFILE_DIR");
+    return d && *d ? d : "lanai-fw/profiles";
+}

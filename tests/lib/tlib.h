@@ -219,4 +219,7 @@ uint64_t tl_now_ms(void);
  * (NUL-terminated). Returns its exit status, or -1. */
 int tl_vipctl(const char *args, char *out, size_t cap);
 
+/* Where the profiles are read from: $VIP_PROFILE_DIR, else the tree's. */
+const char *tl_profile_dir(void);
+
 #endif
