@@ -83,6 +83,16 @@ csv_test_col() {
 
 say() { printf '%s\n' "$*" >&2; }
 
+# bench_need SCRIPT PROG...: every PROG is built in $BIN, or SCRIPT says
+# which is missing and the script ends.
+bench_need() {
+    local who=$1 p
+    shift
+    for p in "$@"; do
+        [ -x "$BIN/$p" ] || { say "$who: $BIN/$p is missing: run 'make' first"; exit 1; }
+    done
+}
+
 # A distinct control port per fi_pingpong run, away from other users'.
 FI_PORT=$((20000 + $$ % 20000))
 

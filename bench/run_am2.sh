@@ -18,9 +18,7 @@ BIN=$B/bin
 RES=${RESULTS:-$HERE/results}
 QUICK=0
 [ "${1:-}" = --quick ] && QUICK=1
-for p in amrun am2_ping am2_bulk vip_send_lat vipd vipctl; do
-    [ -x "$BIN/$p" ] || { say "run_am2.sh: $BIN/$p is missing: run 'make' first"; exit 1; }
-done
+bench_need run_am2.sh amrun am2_ping am2_bulk vip_send_lat vipd vipctl
 mkdir -p "$RES"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/am2bench.XXXXXX")
 trap 'bench_cleanup; rm -rf "$WORK"' EXIT

@@ -59,9 +59,7 @@ real | virtual) ;;
 esac
 MODES=(standard descriptorless merged)
 
-for p in vip_send_lat vip_send_bw vip_write_lat vip_write_bw vip_logp vip_model vipd vipctl; do
-    [ -x "$BIN/$p" ] || { say "run_paced.sh: $BIN/$p is missing: run 'make' first"; exit 1; }
-done
+bench_need run_paced.sh vip_send_lat vip_send_bw vip_write_lat vip_write_bw vip_logp vip_model vipd vipctl
 mkdir -p "$RES"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/vipbench-paced.XXXXXX")
 trap 'bench_cleanup; rm -rf "$WORK"' EXIT

@@ -28,9 +28,7 @@ BIN=$B/bin
 RES=${RESULTS:-$HERE/results}
 N=2000
 [ "${1:-}" = --quick ] && N=500
-for p in vip_send_lat vip_send_bw vip_ring vip_model vipd vipctl; do
-    [ -x "$BIN/$p" ] || { say "run_virtual.sh: $BIN/$p is missing: run 'make' first"; exit 1; }
-done
+bench_need run_virtual.sh vip_send_lat vip_send_bw vip_ring vip_model vipd vipctl
 mkdir -p "$RES"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/vipbench-virtual.XXXXXX")
 HOGS=()
