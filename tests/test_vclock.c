@@ -296,7 +296,7 @@ static void burn_cpu(long long ns)
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
     volatile unsigned long long x = 0;
     do {
-        for (unsigned i = 0; i < 10000; i++)
+        for (unsigned i = 0; i < 200; i++)
             x += i;
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
     } while ((b.tv_sec - a.tv_sec) * 1000000000ll + (b.tv_nsec - a.tv_nsec) < ns);
@@ -316,6 +316,48 @@ static void test_cpu_time_charged(void)
     for (unsigned i = 0; i < 10000; i++)
         (void)VipExtClockNs();
     CU_ASSERT(VipExtClockNs() - t0 >= 10000ull * 20);
+}
+
+/* Short computation between calls, as a shared machine measures it: a
+ * burst under a microsecond (the program's bookkeeping around its calls,
+ * priced by the model's host costs) is not charged; longer computation
+ * between the same two calls is charged what it costs warm, which is what
+ * it costs (spec-notes/virtual-time.md). Without the first rule 64 bursts
+ * of a few hundred ns move the clock by some 20 us. */
+static void test_short_bursts(void)
+{
+    CU_ASSERT_FATAL(have_vipd);
+    struct tl_nic t = {0};
+    VIP_CQ_HANDLE cq = NULL;
+    VIP_VI_HANDLE vi;
+    VIP_BOOLEAN recv;
+    TRC(tl_open(&t, "via0"), VIP_SUCCESS);
+    TRC(VipCreateCQ(t.nic, 4, &cq), VIP_SUCCESS);
+    (void)VipCQDone(cq, &vi, &recv);
+    unsigned long long t0 = VipExtClockNs();
+    for (unsigned i = 0; i < 64; i++) {
+        volatile unsigned x = 0;
+        for (unsigned k = 0; k < 400; k++)
+            x += k;
+        (void)VipExtClockNs(); /* 20 ns each, what a read costs */
+    }
+    unsigned long long brief = VipExtClockNs() - t0;
+    CU_ASSERT(brief < 64 * 20 + 500);
+    t0 = VipExtClockNs();
+    for (unsigned i = 0; i < 32; i++) {
+        burn_cpu(8000);
+        TRC(VipCQDone(cq, &vi, &recv), VIP_NOT_DONE);
+    }
+    unsigned long long longer = VipExtClockNs() - t0;
+    CU_ASSERT(longer >= 32 * 8000ull && longer <= 32 * 8000ull * 115 / 100);
+    if (brief >= 64 * 20 + 500 || longer < 32 * 8000ull || longer > 32 * 8000ull * 115 / 100)
+        fprintf(stderr, "\n  64 bursts of ~200 ns: %llu ns; 32 of 8 us: %llu ns\n", brief,
+                longer);
+out:
+    if (cq)
+        VipDestroyCQ(cq);
+    if (t.nic)
+        tl_close(&t);
 }
 
 /* The profile's host_cpu_scale: on a vipd whose profile says the host is
@@ -535,7 +577,9 @@ static void vipclock_twice(const char *what, const char *cmd, const char *fmt, b
     fprintf(stderr, "(figures not checked under a sanitizer) ");
 #else
     CU_ASSERT(v >= lo * model && v <= hi * model);
-    CU_ASSERT(w >= 0.99 * v && w <= 1.01 * v);
+    /* Run to run: 2%, what the figures may move between an idle and a
+     * loaded machine (`make soak` runs this beside a build). */
+    CU_ASSERT(w >= 0.98 * v && w <= 1.02 * v);
 #endif
 }
 
@@ -571,6 +615,7 @@ static const struct tl_test tests[] = {
     TL_TEST(test_status_polled_in_memory),
     TL_TEST(test_cq_pingpong),
     TL_TEST(test_cpu_time_charged),
+    TL_TEST(test_short_bursts),
     TL_TEST(test_host_cpu_scale),
     TL_TEST(test_timeout_is_virtual),
     TL_TEST(test_vipclock_unmodified_program),

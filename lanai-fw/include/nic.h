@@ -189,6 +189,15 @@ bool nic_cq_resize(struct fw_cq *cq, struct via_cq_ring *ring, uint32_t entries,
  * and try again). nic_model_now_ns is the model's time either way.
  */
 extern bool nic_virtual_time;
+/* The program's call site of the data-path call being made (its return
+ * address, NIC_VT_SITE() at the top of each public call): short gaps
+ * between the same two sites are charged what they cost warm. */
+extern _Thread_local const void *nic_vt_site;
+#define NIC_VT_SITE()                                                                      \
+    do {                                                                                   \
+        if (nic_virtual_time)                                                              \
+            nic_vt_site = __builtin_return_address(0);                                     \
+    } while (0)
 void nic_vt_enter(void);
 /* A clock read by the program: charged at least what it costs natively. */
 uint64_t nic_vt_clock_read(void);

@@ -99,5 +99,6 @@ unsigned long long VipExtClockNs(void)
 {
     if (!nic_virtual_time)
         return nic_now_ns();
+    NIC_VT_SITE();
     return nic_vt_clock_read();
 }

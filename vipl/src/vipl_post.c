@@ -90,11 +90,13 @@ static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bo
 VIP_RETURN VipPostSend(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR *DescriptorPtr,
                        VIP_MEM_HANDLE MemoryHandle)
 {
+    NIC_VT_SITE();
     return post(ViHandle, DescriptorPtr, MemoryHandle, false);
 }
 
 VIP_RETURN VipPostRecv(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR *DescriptorPtr,
                        VIP_MEM_HANDLE MemoryHandle)
 {
+    NIC_VT_SITE();
     return post(ViHandle, DescriptorPtr, MemoryHandle, true);
 }

@@ -254,6 +254,7 @@ static inline VIP_RETURN done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out
 
 VIP_RETURN VipSendDone(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR **DescriptorPtr)
 {
+    NIC_VT_SITE();
     struct vip_vi *vi = vipl_vi(ViHandle);
     if (!vi || !DescriptorPtr)
         return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument to VipSendDone");
@@ -262,6 +263,7 @@ VIP_RETURN VipSendDone(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR **DescriptorPtr)
 
 VIP_RETURN VipRecvDone(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR **DescriptorPtr)
 {
+    NIC_VT_SITE();
     struct vip_vi *vi = vipl_vi(ViHandle);
     if (!vi || !DescriptorPtr)
         return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument to VipRecvDone");
@@ -531,11 +533,13 @@ static VIP_RETURN vi_wait(VIP_VI_HANDLE h, VIP_ULONG timeout, VIP_DESCRIPTOR **o
 
 VIP_RETURN VipSendWait(VIP_VI_HANDLE ViHandle, VIP_ULONG Timeout, VIP_DESCRIPTOR **DescriptorPtr)
 {
+    NIC_VT_SITE();
     return vi_wait(ViHandle, Timeout, DescriptorPtr, false);
 }
 
 VIP_RETURN VipRecvWait(VIP_VI_HANDLE ViHandle, VIP_ULONG Timeout, VIP_DESCRIPTOR **DescriptorPtr)
 {
+    NIC_VT_SITE();
     return vi_wait(ViHandle, Timeout, DescriptorPtr, true);
 }
 
@@ -619,6 +623,7 @@ static VIP_RETURN cq_done_virtual(struct cq_wait *w, struct fw_nic *hw)
 
 VIP_RETURN VipCQDone(VIP_CQ_HANDLE CQHandle, VIP_VI_HANDLE *ViHandle, VIP_BOOLEAN *RecvQueue)
 {
+    NIC_VT_SITE();
     struct vip_cq *cq = vipl_cq(CQHandle);
     if (!cq || !ViHandle || !RecvQueue)
         return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument to VipCQDone");
@@ -634,6 +639,7 @@ VIP_RETURN VipCQDone(VIP_CQ_HANDLE CQHandle, VIP_VI_HANDLE *ViHandle, VIP_BOOLEA
 VIP_RETURN VipCQWait(VIP_CQ_HANDLE CQHandle, VIP_ULONG Timeout, VIP_VI_HANDLE *ViHandle,
                      VIP_BOOLEAN *RecvQueue)
 {
+    NIC_VT_SITE();
     struct vip_cq *cq = vipl_cq(CQHandle);
     if (!cq || !ViHandle || !RecvQueue)
         return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument to VipCQWait");
