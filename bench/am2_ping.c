@@ -13,9 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <am2_spmd.h>
+#include <vipl_ext.h>
 
 static volatile int replies;
 static uint8_t buf[AM2_MAX_MEDIUM];
@@ -45,11 +45,10 @@ static void rep_medium(void *token, void *p, size_t n, int32_t a)
     replies++;
 }
 
+/* The NIC's clock: virtual time under VIP_CLOCK=virtual, else monotonic. */
 static double now_us(void)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+    return (double)VipExtClockNs() / 1e3;
 }
 
 static int cmp(const void *a, const void *b)

@@ -83,6 +83,17 @@ csv_test_col() {
 
 say() { printf '%s\n' "$*" >&2; }
 
+# bench_paced_clock SCRIPT: the clock of the paced profiles' runs, in
+# PACED_CLOCK: virtual by default, so the figures do not depend on the
+# machine's load; PACED_CLOCK=real waits the model out in real time.
+bench_paced_clock() {
+    PACED_CLOCK=${PACED_CLOCK:-virtual}
+    case "$PACED_CLOCK" in
+    real | virtual) ;;
+    *) echo "$1: PACED_CLOCK is real or virtual, not '$PACED_CLOCK'" >&2; exit 2 ;;
+    esac
+}
+
 # bench_need SCRIPT PROG...: every PROG is built in $BIN, or SCRIPT says
 # which is missing and the script ends.
 bench_need() {

@@ -49,14 +49,8 @@ while [ $# -gt 0 ]; do
     shift
 done
 [ ${#PROFILES[@]} -gt 0 ] || PROFILES=(sbus pci)
-# The clock of the sweeps, LogP, scan and breakdown: virtual by default, so
-# the figures do not depend on the machine's load (PACED_CLOCK=real waits
-# the model out in real time instead).
-PACED_CLOCK=${PACED_CLOCK:-virtual}
-case "$PACED_CLOCK" in
-real | virtual) ;;
-*) echo "run_paced.sh: PACED_CLOCK is real or virtual, not '$PACED_CLOCK'" >&2; exit 2 ;;
-esac
+# The clock of the sweeps, LogP, scan and breakdown (bench_lib.sh).
+bench_paced_clock run_paced.sh
 MODES=(standard descriptorless merged)
 
 bench_need run_paced.sh vip_send_lat vip_send_bw vip_write_lat vip_write_bw vip_logp vip_model vipd vipctl
