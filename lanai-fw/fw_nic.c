@@ -200,9 +200,10 @@ bool nic_vi_take_error(struct fw_vi *vi, struct nic_error *e)
     fw_lock(&vi->lock);
     bool got = vi->err_pending;
     if (got) {
-        *e = (struct nic_error){vi->err_code, vi->err_desc, vi->err_told};
+        *e = (struct nic_error){vi->err_code, vi->err_desc, vi->err_told, vi->err_orderly};
         vi->err_pending = false;
         vi->err_told = false;
+        vi->err_orderly = false;
     }
     fw_unlock(&vi->lock);
     return got;

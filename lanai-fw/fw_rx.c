@@ -660,7 +660,12 @@ void fw_link_check(struct fw_vi *vi)
      * answers for us on it (the NAK of the violation that broke it). */
     if (vi->link.ops->pending(&vi->link))
         return;
+    bool was = vi->in_error;
     fw_vi_error(vi, VIP_ERROR_CONN_LOST, 0); /* never benign */
+    /* The peer disconnected: the VI is disconnected, which the program
+     * hears of as VIA says, but no error happened. */
+    if (!was && cs == VIA_CHAN_CLOSED)
+        vi->err_orderly = true;
 }
 
 void fw_vi_init(struct fw_vi *vi, struct fw_nic *nic, uint32_t vi_id, struct via_vi_page *db)
@@ -675,7 +680,7 @@ void fw_vi_init(struct fw_vi *vi, struct fw_nic *nic, uint32_t vi_id, struct via
     vi->sq.head = vi->sq.tail = 0;
     vi->rq.head = vi->rq.tail = 0;
     vi->tx_seq = vi->rx_seq = vi->acked = 0;
-    vi->err_reported = vi->err_told = vi->in_error = false;
+    vi->err_reported = vi->err_told = vi->in_error = vi->err_orderly = false;
     atomic_store(&vi->err_pending, false);
     /* The doorbell rings may hold tokens from nobody: start where they are. */
     atomic_store(&db->sq.cons, atomic_load(&db->sq.prod));
@@ -719,7 +724,7 @@ bool fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t p
     vi->rx_sched_for = 0;
     vi->tx = FW_TX_IDLE;
     vi->rx = FW_RX_IDLE;
-    vi->err_reported = vi->err_told = vi->in_error = false;
+    vi->err_reported = vi->err_told = vi->in_error = vi->err_orderly = false;
     atomic_store(&vi->err_pending, false);
     fw_vclock_connected(vi);
     atomic_store(&vi->db->state, VIA_VI_CONNECTED);

@@ -188,6 +188,7 @@ struct fw_vi {
     _Atomic bool err_pending; /* read without the lock as a hint (nic_vi_take_error) */
     bool err_told;          /* the agent must hear of it (first error that broke the link) */
     bool err_reported;
+    bool err_orderly;       /* CONN_LOST because the peer disconnected: not an error */
     uint32_t err_code;      /* VIP_ERROR_CODE */
     uint64_t err_desc;
 };

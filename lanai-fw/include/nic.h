@@ -57,6 +57,7 @@ struct nic_error {
     uint32_t code;      /* VIP_ERROR_CODE */
     uint64_t desc_va;   /* the descriptor concerned, 0 = the VI */
     bool tell_agent;    /* first report of a VI that broke its connection */
+    bool orderly;       /* CONN_LOST: the peer disconnected (an orderly end) */
 };
 
 /* ---- the NIC ------------------------------------------------------------- */

@@ -13,13 +13,30 @@
 
 static _Thread_local char last_error[256];
 
+static bool debug_on(void)
+{
+    const char *dbg = getenv("VIP_DEBUG");
+    return dbg && *dbg && *dbg != '0';
+}
+
 static void set_error(VIP_RETURN rc, const char *fmt, va_list ap)
 {
     vsnprintf(last_error, sizeof last_error, fmt, ap);
-    const char *dbg = getenv("VIP_DEBUG");
-    if (dbg && *dbg && *dbg != '0')
+    if (debug_on())
         fprintf(stderr, "vipl: %s%s%s\n", rc == VIP_SUCCESS ? "" : vip_strerror(rc),
                 rc == VIP_SUCCESS ? "" : ": ", last_error);
+}
+
+void vipl_debug(const char *fmt, ...)
+{
+    if (!debug_on())
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("vipl: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
 }
 
 void vipl_set_error(const char *fmt, ...)

@@ -168,6 +168,12 @@ void *vipl_map_fd(int fd, size_t len, int prot);
 
 /* ---- vipl_err.c: messages ----------------------------------------------------- */
 void vipl_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A notice on stderr under VIP_DEBUG only (not a failure: vip_last_error
+ * keeps the last failure). */
+void vipl_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The handler a NIC has until the program sets one: it names the error
+ * on stderr (VIP_QUIET silences it). */
+void vipl_default_error_handler(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e);
 VIP_RETURN vipl_fail(VIP_RETURN rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- vipl_handle.c: handles ------------------------------------------------------ */

@@ -47,7 +47,7 @@ static int parse_nic_name(const char *name, uint32_t *idx, bool *host_if)
     return 0;
 }
 
-static void default_error_handler(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e)
+void vipl_default_error_handler(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e)
 {
     (void)ctx;
     struct vip_vi *vi = vipl_vi(e->ViHandle);
@@ -157,7 +157,7 @@ VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle)
         rc = vipl_fail(VIP_ERROR_RESOURCE, "out of memory");
         goto fail;
     }
-    n->err_handler = default_error_handler;
+    n->err_handler = vipl_default_error_handler;
     atomic_store(&n->spin_ns, 100000u); /* SPIN_START_NS of vipl_wait.c */
     const char *sp = getenv("VIP_WAIT_SPIN_US");
     if (sp && *sp) {
@@ -268,7 +268,7 @@ VIP_RETURN VipErrorCallback(VIP_NIC_HANDLE NicHandle, VIP_PVOID Context,
     if (!n)
         return vipl_fail(VIP_INVALID_PARAMETER, "not a NIC handle");
     pthread_mutex_lock(&n->lock);
-    n->err_handler = Handler ? Handler : default_error_handler;
+    n->err_handler = Handler ? Handler : vipl_default_error_handler;
     n->err_ctx = Context;
     pthread_mutex_unlock(&n->lock);
     return VIP_SUCCESS;

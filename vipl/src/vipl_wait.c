@@ -94,6 +94,13 @@ void vipl_take_error(struct vip_vi *vi)
     void (*fn)(VIP_PVOID, VIP_ERROR_DESCRIPTOR *) = vi->nic->err_handler;
     VIP_PVOID ctx = vi->nic->err_ctx;
     pthread_mutex_unlock(&vi->nic->lock);
+    /* A peer's VipDisconnect is an orderly end, not an error: a handler
+     * of the program's hears of it (the VI is disconnected, as VIA says),
+     * the default one says nothing but under VIP_DEBUG. */
+    if (ne.orderly && fn == vipl_default_error_handler) {
+        vipl_debug("VI %u: the peer disconnected", vi->id);
+        return;
+    }
     if (fn)
         fn(ctx, &e);
 }
