@@ -270,6 +270,32 @@ static void test_dead_peer_without_vipd(void)
     dead_peer(VIP_SERVICE_UNRELIABLE);
 }
 
+/* vipd shut down by hand (`vipctl shutdown`) under a connected VI: what
+ * the program had posted completes flushed, not with a protection error
+ * (vipd drops the memory registrations as it goes). */
+static void test_shutdown_flushes(void)
+{
+    struct side s;
+    if (side_up(&s, VIP_SERVICE_RELIABLE_DELIVERY, 2) == 0) {
+        char args[160], out[256];
+        snprintf(args, sizeof args, "-s '%s' shutdown", s.v.sock);
+        tl_vipctl(args, out, sizeof out);
+        for (unsigned k = 0; k < 2; k++) {
+            VIP_DESCRIPTOR *d = NULL;
+            TRC_SOFT(VipRecvWait(s.vi, 10000, &d), VIP_SUCCESS);
+            CU_ASSERT_PTR_EQUAL(d, RDESC(&s, k));
+            if (d) {
+                CU_ASSERT_EQUAL(d->CS.Status & VIP_STATUS_ERROR_MASK,
+                                VIP_STATUS_DESC_FLUSHED_ERROR);
+                if ((d->CS.Status & VIP_STATUS_ERROR_MASK) != VIP_STATUS_DESC_FLUSHED_ERROR)
+                    fprintf(stderr, "\n  receive %u after vipctl shutdown: status 0x%x\n", k,
+                            (unsigned)d->CS.Status);
+            }
+        }
+    }
+    side_down(&s);
+}
+
 struct waiter {
     VIP_VI_HANDLE vi;
     VIP_RETURN rc;
@@ -319,6 +345,7 @@ int main(int argc, char **argv)
         TL_TEST(test_connect_wait_stopped_vipd),
         TL_TEST(test_dead_peer_without_vipd),
         TL_TEST(test_disconnect_wakes_waiter),
+        TL_TEST(test_shutdown_flushes),
         TL_END,
     };
     return tl_main(argc, argv, "liveness", tests);
