@@ -63,8 +63,11 @@ struct fw_link_ops {
      * link wants to be visited again (0: only when something arrives), or
      * UINT64_MAX when the link has failed (the peer is unreachable). */
     uint64_t (*turn)(struct fw_link *l);
-    /* The VI lets go of the link (NULL: nothing to free). */
-    void (*fini)(struct fw_link *l);
+    /* The VI lets go of the link (NULL: nothing to free). peer_open: the
+     * connection was still open, so what is in flight is worth a bounded
+     * wait for the peer to take it; a peer that ended it first, or a
+     * broken link, answers nothing. */
+    void (*fini)(struct fw_link *l, bool peer_open);
 };
 
 struct fw_udp;

@@ -72,12 +72,13 @@ static uint64_t udp_turn(struct fw_link *l)
     return fw_rtx_turn(l->udp);
 }
 
-static void udp_fini(struct fw_link *l)
+static void udp_fini(struct fw_link *l, bool peer_open)
 {
     struct fw_udp *u = l->udp;
     if (!u)
         return;
-    fw_rtx_linger(u);
+    if (peer_open)
+        fw_rtx_linger(u);
     fw_net_unwatch(u->nic, &u->watch);
     fw_fault_fini(&u->fault);
     fw_rtx_fini(u);

@@ -746,6 +746,8 @@ void fw_link_failed(struct fw_vi *vi)
 
 void fw_vi_disconnect(struct fw_vi *vi)
 {
+    bool peer_open = vi->chan && atomic_load_explicit(&vi->chan->state, memory_order_acquire) ==
+                                     VIA_CHAN_OPEN;
     fw_live_unwatch(vi);
     fw_flush(vi);
     atomic_store(&vi->quiet, false);
@@ -755,7 +757,7 @@ void fw_vi_disconnect(struct fw_vi *vi)
     atomic_store(&vi->poll_chan, NULL);
     vi->chan = NULL;
     if (vi->link.ops && vi->link.ops->fini)
-        vi->link.ops->fini(&vi->link);
+        vi->link.ops->fini(&vi->link, peer_open);
     vi->link = (struct fw_link){0};
     vi->peer_ev = NULL;
     vi->wake_peer = false;

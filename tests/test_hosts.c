@@ -676,6 +676,60 @@ static void test_sleeping_pingpong_woken(void)
     k_pair("sleepp", VIP_SERVICE_RELIABLE_DELIVERY, sp_echo, sp_ping, 0);
 }
 
+/* ---- disconnecting across hosts --------------------------------------------------------- */
+
+/* A stream of messages; the receiver disconnects on the last, perhaps
+ * before its NIC acknowledged it; the sender, which did not wait for that
+ * send's completion, disconnects once its VI has heard (the error state).
+ * That second VipDisconnect has nobody to deliver to: it returns at once,
+ * not after the link's bounded wait for acknowledgements (2 s here). */
+#define DC_BOUND_MS 1000u
+#define DC_MSGS 8
+
+static int dc_first(void *arg)
+{
+    struct tl_nic t;
+    struct tl_buf b;
+    VIP_VI_HANDLE vi = k_end(arg, 1, DC_MSGS, DC_MSGS, &t, &b);
+    VIP_DESCRIPTOR *d;
+    for (int i = 0; i < DC_MSGS; i++) {
+        TC_RC(VipRecvWait(vi, 20000, &d), VIP_SUCCESS);
+        TC_CHECK(!(d->CS.Status & VIP_STATUS_ERROR_MASK));
+    }
+    TC_RC(VipDisconnect(vi), VIP_SUCCESS);
+    tl_end(&t, vi, &b);
+    return 0;
+}
+
+static int dc_second(void *arg)
+{
+    struct tl_nic t;
+    struct tl_buf b;
+    VIP_VI_HANDLE vi = k_end(arg, 0, 2, 0, &t, &b);
+    for (int i = 0; i < DC_MSGS - 1; i++)
+        TC_CHECK(!(k_send(vi, (VIP_DESCRIPTOR *)b.p, 4, b.mh) & VIP_STATUS_ERROR_MASK));
+    VIP_DESCRIPTOR *last = (VIP_DESCRIPTOR *)(b.p + KSLOT), *d;
+    tl_desc_1(last, (uint8_t *)last + 128, 4, b.mh);
+    TC_RC(VipPostSend(vi, last, b.mh), VIP_SUCCESS);
+    uint64_t until = tl_now_ms() + 20000;
+    while (tl_vi_state(vi) != VIP_STATE_ERROR && tl_now_ms() < until)
+        (void)VipSendDone(vi, &d);
+    TC_CHECK(tl_vi_state(vi) == VIP_STATE_ERROR);
+    uint64_t t0 = tl_now_ms();
+    TC_RC(VipDisconnect(vi), VIP_SUCCESS);
+    uint64_t took = tl_now_ms() - t0;
+    if (took >= DC_BOUND_MS)
+        tl_child_fail(__FILE__, __LINE__, "the second VipDisconnect took %llu ms",
+                      (unsigned long long)took);
+    tl_end(&t, vi, &b);
+    return 0;
+}
+
+static void test_second_disconnect_at_once(void)
+{
+    k_pair("dc", VIP_SERVICE_RELIABLE_DELIVERY, dc_first, dc_second, 0);
+}
+
 enum kill_how { KILL_VIPD, STOP_VIPD, STOP_PEER };
 
 static void peer_goes(enum kill_how how)
@@ -758,6 +812,7 @@ static const struct tl_test tests[] = {
     TL_TEST(test_one_way_outlasts_link_timeout),
     TL_TEST(test_sleeping_receiver_woken),
     TL_TEST(test_sleeping_pingpong_woken),
+    TL_TEST(test_second_disconnect_at_once),
     TL_TEST(test_peer_vipd_killed_mid_stream),
     TL_TEST(test_peer_vipd_hangs_heartbeat),
     TL_TEST(test_peer_process_hangs_transport_timeout),
