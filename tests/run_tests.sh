@@ -261,6 +261,11 @@ if ! "$VIPCTL" -s "$VIPD_SOCKET" ping >/dev/null 2>&1; then
     total_fail=$((total_fail + 1))
 fi
 
+if [ "$total_pass" -eq 0 ] && [ "$total_fail" -eq 0 ]; then
+    # Nothing ran is not a pass (a soak on a tree whose tests were not built).
+    echo "run_tests: no test ran: no test programs in $B/tests (make testprogs builds them)" >&2
+    total_fail=1
+fi
 [ -n "$failures" ] && echo "failed:$failures"
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ] && [ $bad_bins -eq 0 ]
