@@ -63,12 +63,19 @@ struct fw_link_ops {
      * link wants to be visited again (0: only when something arrives), or
      * UINT64_MAX when the link has failed (the peer is unreachable). */
     uint64_t (*turn)(struct fw_link *l);
-    /* The VI lets go of the link (NULL: nothing to free). peer_open: the
-     * connection was still open, so what is in flight is worth a bounded
-     * wait for the peer to take it; a peer that ended it first, or a
-     * broken link, answers nothing. */
-    void (*fini)(struct fw_link *l, bool peer_open);
+    /* The VI lets go of the link (NULL: nothing to free). What is in
+     * flight is worth a bounded wait for the peer to take it while the
+     * connection is open (*state, the channel's word: NULL, no channel);
+     * a peer that ended it, or a broken link, answers nothing. */
+    void (*fini)(struct fw_link *l, const _Atomic uint32_t *state);
 };
+
+/* A channel's word says the connection is open (NULL: no channel, as
+ * good as open to a link that closes on its own). */
+static inline bool fw_chan_open(const _Atomic uint32_t *state)
+{
+    return !state || atomic_load_explicit(state, memory_order_acquire) == VIA_CHAN_OPEN;
+}
 
 struct fw_udp;
 struct fw_ofil;

@@ -648,14 +648,14 @@ static uint64_t ofi_turn(struct fw_link *l)
     return meeting ? o->next_hello_ns : 0;
 }
 
-static void ofi_fini(struct fw_link *l, bool peer_open)
+static void ofi_fini(struct fw_link *l, const _Atomic uint32_t *state)
 {
     struct fw_ofil *o = l->ofi;
     if (!o)
         return;
     /* Let the last packets (an ack, a completion's answer) leave: bounded. */
     uint64_t until = hal_now_ns() + 200000000ull;
-    while (peer_open && o->state == OFI_UP && (o->nunsent || fw_ofi_sends_pending(o->ofi)) &&
+    while (fw_chan_open(state) && o->state == OFI_UP && (o->nunsent || fw_ofi_sends_pending(o->ofi)) &&
            hal_now_ns() < until) {
         flush_unsent(o);
         struct fw_ofi_rx none[1];

@@ -72,13 +72,12 @@ static uint64_t udp_turn(struct fw_link *l)
     return fw_rtx_turn(l->udp);
 }
 
-static void udp_fini(struct fw_link *l, bool peer_open)
+static void udp_fini(struct fw_link *l, const _Atomic uint32_t *state)
 {
     struct fw_udp *u = l->udp;
     if (!u)
         return;
-    if (peer_open)
-        fw_rtx_linger(u);
+    fw_rtx_linger(u, state);
     fw_net_unwatch(u->nic, &u->watch);
     fw_fault_fini(&u->fault);
     fw_rtx_fini(u);

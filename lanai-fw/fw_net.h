@@ -135,8 +135,9 @@ void fw_rtx_consume(struct fw_udp *u);
 /* A packet ready for fw_rtx_ready, after a look at the socket? */
 bool fw_rtx_poll(struct fw_udp *u);
 /* Closing: see what was sent acknowledged (retransmitting as need be), for
- * at most the link's timeout (2 s at most), as a socket lingers. */
-void fw_rtx_linger(struct fw_udp *u);
+ * at most the link's timeout (2 s at most), as a socket lingers, and only
+ * while the connection is open (fw_chan_open(state)). */
+void fw_rtx_linger(struct fw_udp *u, const _Atomic uint32_t *state);
 /* Send, answer, retransmit; 0, or UINT64_MAX once when the peer is given up. */
 uint64_t fw_rtx_turn(struct fw_udp *u);
 

@@ -336,13 +336,13 @@ bool fw_rtx_poll(struct fw_udp *u)
     return fw_rtx_ready(u, &h, &p);
 }
 
-void fw_rtx_linger(struct fw_udp *u)
+void fw_rtx_linger(struct fw_udp *u, const _Atomic uint32_t *state)
 {
     if (!u->reliable || u->failed)
         return;
     uint64_t bound = u->timeout_ns < 2000000000ull ? u->timeout_ns : 2000000000ull;
     uint64_t end = hal_now_ns() + bound;
-    while (u->snd_una != u->snd_next && hal_now_ns() < end) {
+    while (u->snd_una != u->snd_next && fw_chan_open(state) && hal_now_ns() < end) {
         if (fw_rtx_turn(u) == UINT64_MAX)
             return;
         struct pollfd p = {.fd = u->sock, .events = POLLIN};

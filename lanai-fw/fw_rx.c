@@ -746,8 +746,9 @@ void fw_link_failed(struct fw_vi *vi)
 
 void fw_vi_disconnect(struct fw_vi *vi)
 {
-    bool peer_open = vi->chan && atomic_load_explicit(&vi->chan->state, memory_order_acquire) ==
-                                     VIA_CHAN_OPEN;
+    /* The channel's mapping outlives this call (the library unmaps it
+     * after vipd has heard): the link may watch its word while it closes. */
+    const _Atomic uint32_t *state = vi->chan ? &vi->chan->state : NULL;
     fw_live_unwatch(vi);
     fw_flush(vi);
     atomic_store(&vi->quiet, false);
@@ -757,7 +758,7 @@ void fw_vi_disconnect(struct fw_vi *vi)
     atomic_store(&vi->poll_chan, NULL);
     vi->chan = NULL;
     if (vi->link.ops && vi->link.ops->fini)
-        vi->link.ops->fini(&vi->link, peer_open);
+        vi->link.ops->fini(&vi->link, state);
     vi->link = (struct fw_link){0};
     vi->peer_ev = NULL;
     vi->wake_peer = false;
