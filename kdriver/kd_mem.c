@@ -229,9 +229,15 @@ void kd_op_set_mem(struct kd_client *c, uint64_t cookie, const void *body, struc
 
 void kd_mem_session_free(struct kd_session *s)
 {
+    /* vipd shutting down leaves a live client's table as it is: its NIC
+     * (in its own process, on its own memory) still has to flush what was
+     * posted, and does so with status words it may write (DESC_FLUSHED,
+     * not the protection error of memory gone). It is the process's own
+     * mapping, which nothing of ours uses again. */
     for (uint32_t i = 0; i < VIA_MAX_TPT; i++)
         if (s->reg[i].used) {
-            tpt_invalidate(s, i);
+            if (!kd.shutting_down)
+                tpt_invalidate(s, i);
             s->reg[i].used = false;
         }
     s->nregions = 0;
