@@ -563,7 +563,7 @@ static bool bin_dir(char *out, size_t len)
  * more between its calls, and is charged for it: only the plain build
  * shows the model's figure. */
 static void vipclock_twice(const char *what, const char *cmd, const char *fmt, bool must_succeed,
-                           double lo, double hi)
+                           double lo, double hi, double rerun)
 {
     CU_ASSERT_FATAL(have_vipd);
     double model = model_oneway() / 1000;
@@ -574,12 +574,11 @@ static void vipclock_twice(const char *what, const char *cmd, const char *fmt, b
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     (void)lo;
     (void)hi;
+    (void)rerun;
     fprintf(stderr, "(figures not checked under a sanitizer) ");
 #else
     CU_ASSERT(v >= lo * model && v <= hi * model);
-    /* Run to run: 2%, what the figures may move between an idle and a
-     * loaded machine (`make soak` runs this beside a build). */
-    CU_ASSERT(w >= 0.98 * v && w <= 1.02 * v);
+    CU_ASSERT(w >= (1 - rerun) * v && w <= (1 + rerun) * v);
 #endif
 }
 
@@ -596,7 +595,10 @@ static void test_vipclock_unmodified_program(void)
              "%s/vipclock %s/../tests/mp_bench -r 1 -d via0,via1 -n 300 -x 4 >/dev/null 2>&1 & "
              "%s/vipclock %s/../tests/mp_bench -r 0 -d via0,via1 -n 300 -x 4 2>&1; wait",
              bin, bin, bin, bin);
-    vipclock_twice("mp_bench", cmd, "pingpong 4 bytes %lf us", false, 0.99, 1.10);
+    /* Its layer computes about 1.4 us a message, charged as measured: a
+     * build beside it slows that computation for seconds at a time, so
+     * two runs may differ by a few percent (spec-notes/virtual-time.md). */
+    vipclock_twice("mp_bench", cmd, "pingpong 4 bytes %lf us", false, 0.99, 1.12, 0.06);
 }
 
 /* tests/compat/cg_pingpong: a plain VIPL ping-pong that times itself
@@ -607,7 +609,9 @@ static void test_vipclock_times_itself(void)
     char bin[256], cmd[1024];
     CU_ASSERT_FATAL(bin_dir(bin, sizeof bin));
     snprintf(cmd, sizeof cmd, "%s/vipclock %s/../tests/compat/cg_pingpong 300 2>&1", bin, bin);
-    vipclock_twice("cg_pingpong", cmd, "one-way %lf us", true, 0.97, 1.03);
+    /* Run to run within 2%, what the figures may move between an idle
+     * and a loaded machine (`make soak` runs this beside a build). */
+    vipclock_twice("cg_pingpong", cmd, "one-way %lf us", true, 0.97, 1.03, 0.02);
 }
 
 static const struct tl_test tests[] = {
