@@ -51,6 +51,11 @@ cleanup() {
         fi
         wait "$vipd_pid" 2>/dev/null
     fi
+    # A failed run shows what vipd saw (the directory goes with the run).
+    if [ "${total_fail:-0}" -gt 0 ] && [ -s "$dir/vipd.log" ]; then
+        echo "run_tests: the private vipd's log, last 40 lines:"
+        tail -n 40 "$dir/vipd.log" | sed 's/^/    /'
+    fi
     rm -rf "$dir"
     # AM-2 shared-memory queues (/dev/shm/am2-<pid hex>-<id>) of test
     # processes that died before AM_Terminate.
