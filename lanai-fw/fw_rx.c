@@ -41,9 +41,14 @@ const char *const fw_rx_state_name[FW_RX_NSTATES] = {
     [FW_RX_PLACE] = "place",
 };
 
-/* The peer sent something no correct NIC sends: the link is unusable. */
-static void rx_transport_error(struct fw_vi *vi)
+/* The peer sent something no correct NIC sends: the link is unusable.
+ * Said on stderr with the check that failed: it never happens between
+ * correct NICs, and the program's error callback hears only CATASTROPHIC. */
+#define rx_transport_error(vi, why) rx_transport_error_at((vi), (why), __LINE__)
+static void rx_transport_error_at(struct fw_vi *vi, const char *why, int line)
 {
+    fprintf(stderr, "vipl: VI %u: the link broke: %s (fw_rx.c:%d, rx %s, seq %u)\n",
+            vi->vi_id, why, line, fw_rx_state_name[vi->rx], (unsigned)vi->rx_seq);
     if (vi->rx == FW_RX_XDATA) {
         fw_updt(vi, &vi->rxd, true, VIP_STATUS_TRANSPORT_ERROR, vi->rx_got);
         vi->rq.head++;
@@ -203,7 +208,7 @@ static enum fw_rx_state rx_xdata(struct fw_vi *vi, const struct via_wire_hdr *h,
                                  const uint8_t *payload)
 {
     if (h->frag_off != vi->rx_got) {
-        rx_transport_error(vi);
+        rx_transport_error(vi, "a fragment out of order");
         return FW_RX_IDLE;
     }
     fw_xdata_copy(&vi->rxd, h->frag_off, (uint8_t *)(uintptr_t)payload, h->frag_len,
@@ -358,7 +363,7 @@ static void op_send_rts(struct fw_vi *vi, const struct via_wire_hdr *h, const ui
     struct via_rts_seg src[VIA_MAX_SEGS];
     unsigned n;
     if (!fw_cma_table_take(h, payload, src, &n) || vi->reliability == VIP_SERVICE_UNRELIABLE) {
-        rx_transport_error(vi); /* no correct NIC sends it */
+        rx_transport_error(vi, "a bad pull request"); /* no correct NIC sends it */
         return;
     }
     vi->rx = rx_first(vi, h);
@@ -380,7 +385,7 @@ static void op_send_rts(struct fw_vi *vi, const struct via_wire_hdr *h, const ui
          * the peer hears why, then the link breaks as for a bad packet. */
         fw_count(&vi->db->cnt.rx_dropped, 1);
         rx_refuse(vi, h->msg_seq, VIA_NAK_PULL_FAULT);
-        rx_transport_error(vi);
+        rx_transport_error(vi, "the sender's memory cannot be pulled");
         return;
     }
     vi->rx = FW_RX_IDLE;
@@ -432,7 +437,7 @@ static void op_rdma_write(struct fw_vi *vi, const struct via_wire_hdr *h,
                    h->msg_len != vi->rdma_len || h->frag_off != vi->rx_got)) {
         /* Later fragments must be of the message whose whole range was
          * checked: the same target, in order. */
-        rx_transport_error(vi);
+        rx_transport_error(vi, "an RDMA write fragment of another message");
         return;
     }
     vi->rx_got = first ? h->frag_len : vi->rx_got + h->frag_len;
@@ -490,7 +495,7 @@ static void op_write_rts(struct fw_vi *vi, const struct via_wire_hdr *h, const u
     struct via_rts_seg src[VIA_MAX_SEGS];
     unsigned n;
     if (!fw_cma_table_take(h, payload, src, &n) || vi->reliability == VIP_SERVICE_UNRELIABLE) {
-        rx_transport_error(vi);
+        rx_transport_error(vi, "a bad RDMA write pull request");
         return;
     }
     vi->rx_seq = h->msg_seq;
@@ -505,7 +510,7 @@ static void op_write_rts(struct fw_vi *vi, const struct via_wire_hdr *h, const u
     if (err) {
         fw_count(&vi->db->cnt.rx_dropped, 1);
         rx_refuse(vi, h->msg_seq, VIA_NAK_PULL_FAULT);
-        rx_transport_error(vi);
+        rx_transport_error(vi, "the writer's memory cannot be pulled");
         return;
     }
     rx_write_placed(vi, h);
@@ -599,12 +604,19 @@ static void rx_packets(struct fw_vi *vi)
         if (rc == FW_LINK_EMPTY)
             break;
         if (rc == FW_LINK_BAD || !rx_ops[h.type].fn) {
-            rx_transport_error(vi);
+            rx_transport_error(vi, rc == FW_LINK_BAD ? "a packet failed the link's checks"
+                                                     : "a packet of no known type");
             break;
         }
         if (!rx_header_ok(vi, &h)) {
             if (!rx_lossy(vi) || h.conn_id != vi->chan->conn_id || h.dst_vi != vi->vi_id) {
-                rx_transport_error(vi);
+                fprintf(stderr,
+                        "vipl: VI %u: refused header: type %u conn %u (ours %u) dst_vi %u "
+                        "msg_seq %u frag %u+%u of %u\n",
+                        vi->vi_id, (unsigned)h.type, (unsigned)h.conn_id,
+                        (unsigned)vi->chan->conn_id, (unsigned)h.dst_vi, (unsigned)h.msg_seq,
+                        (unsigned)h.frag_off, (unsigned)h.frag_len, (unsigned)h.msg_len);
+                rx_transport_error(vi, "a packet whose header fails the receive checks");
                 break;
             }
             if (!rx_lossy_fit(vi, &h)) {
