@@ -224,7 +224,6 @@ struct kd_state {
     struct via_trace_rec *trace_kept; /* records of sessions that ended */
     size_t trace_nkept;
     bool stop;
-    bool shutting_down; /* kd_shutdown_all: every session ends, its client lives on */
     uint32_t next_session_id, next_conn_id;
     uint64_t last_session_end_ns; /* idle timer origin */
     struct kd_session *sessions;

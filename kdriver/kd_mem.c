@@ -229,17 +229,14 @@ void kd_op_set_mem(struct kd_client *c, uint64_t cookie, const void *body, struc
 
 void kd_mem_session_free(struct kd_session *s)
 {
-    /* vipd shutting down leaves a live client's table as it is: its NIC
-     * (in its own process, on its own memory) still has to flush what was
-     * posted, and does so with status words it may write (DESC_FLUSHED,
-     * not the protection error of memory gone). It is the process's own
-     * mapping, which nothing of ours uses again. */
+    /* The table is left as it is: only the session's own NIC reads it, in
+     * its own process on its own memory, and a client that lives on (vipd
+     * shutting down) still has to flush what it posted, with status words
+     * it may write (DESC_FLUSHED, not the protection error of memory
+     * gone). Its connections are broken already; the page is unmapped
+     * here with the session. */
     for (uint32_t i = 0; i < VIA_MAX_TPT; i++)
-        if (s->reg[i].used) {
-            if (!kd.shutting_down)
-                tpt_invalidate(s, i);
-            s->reg[i].used = false;
-        }
+        s->reg[i].used = false;
     s->nregions = 0;
     s->reg_bytes = 0;
     for (uint32_t id = 1; id < kd.nptag_slots; id++)

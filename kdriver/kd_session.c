@@ -525,7 +525,6 @@ void kd_session_end(struct kd_session *s, const char *why)
 
 void kd_shutdown_all(void)
 {
-    kd.shutting_down = true;
     while (kd.sessions) {
         /* kd_session_end detaches the main client too, so reaping it below
          * does not end the session twice. */

@@ -42,13 +42,19 @@ const char *const fw_rx_state_name[FW_RX_NSTATES] = {
 };
 
 /* The peer sent something no correct NIC sends: the link is unusable.
- * Said on stderr with the check that failed: it never happens between
- * correct NICs, and the program's error callback hears only CATASTROPHIC. */
-#define rx_transport_error(vi, why) rx_transport_error_at((vi), (why), __LINE__)
-static void rx_transport_error_at(struct fw_vi *vi, const char *why, int line)
+ * Said on stderr with the check that failed and the packet's header if
+ * there is one: it never happens between correct NICs, and the program's
+ * error callback hears only CATASTROPHIC. */
+static void rx_transport_error(struct fw_vi *vi, const char *why, const struct via_wire_hdr *h)
 {
-    fprintf(stderr, "vipl: VI %u: the link broke: %s (fw_rx.c:%d, rx %s, seq %u)\n",
-            vi->vi_id, why, line, fw_rx_state_name[vi->rx], (unsigned)vi->rx_seq);
+    fprintf(stderr, "vipl: VI %u: the link broke: %s (rx %s, seq %u)", vi->vi_id, why,
+            fw_rx_state_name[vi->rx], (unsigned)vi->rx_seq);
+    if (h)
+        fprintf(stderr, "; header: type %u conn %u (ours %u) dst_vi %u msg_seq %u frag %u+%u of %u",
+                (unsigned)h->type, (unsigned)h->conn_id, (unsigned)vi->chan->conn_id,
+                (unsigned)h->dst_vi, (unsigned)h->msg_seq, (unsigned)h->frag_off,
+                (unsigned)h->frag_len, (unsigned)h->msg_len);
+    fputc('\n', stderr);
     if (vi->rx == FW_RX_XDATA) {
         fw_updt(vi, &vi->rxd, true, VIP_STATUS_TRANSPORT_ERROR, vi->rx_got);
         vi->rq.head++;
@@ -208,7 +214,7 @@ static enum fw_rx_state rx_xdata(struct fw_vi *vi, const struct via_wire_hdr *h,
                                  const uint8_t *payload)
 {
     if (h->frag_off != vi->rx_got) {
-        rx_transport_error(vi, "a fragment out of order");
+        rx_transport_error(vi, "a fragment out of order", NULL);
         return FW_RX_IDLE;
     }
     fw_xdata_copy(&vi->rxd, h->frag_off, (uint8_t *)(uintptr_t)payload, h->frag_len,
@@ -363,7 +369,7 @@ static void op_send_rts(struct fw_vi *vi, const struct via_wire_hdr *h, const ui
     struct via_rts_seg src[VIA_MAX_SEGS];
     unsigned n;
     if (!fw_cma_table_take(h, payload, src, &n) || vi->reliability == VIP_SERVICE_UNRELIABLE) {
-        rx_transport_error(vi, "a bad pull request"); /* no correct NIC sends it */
+        rx_transport_error(vi, "a bad pull request", NULL); /* no correct NIC sends it */
         return;
     }
     vi->rx = rx_first(vi, h);
@@ -385,7 +391,7 @@ static void op_send_rts(struct fw_vi *vi, const struct via_wire_hdr *h, const ui
          * the peer hears why, then the link breaks as for a bad packet. */
         fw_count(&vi->db->cnt.rx_dropped, 1);
         rx_refuse(vi, h->msg_seq, VIA_NAK_PULL_FAULT);
-        rx_transport_error(vi, "the sender's memory cannot be pulled");
+        rx_transport_error(vi, "the sender's memory cannot be pulled", NULL);
         return;
     }
     vi->rx = FW_RX_IDLE;
@@ -437,7 +443,7 @@ static void op_rdma_write(struct fw_vi *vi, const struct via_wire_hdr *h,
                    h->msg_len != vi->rdma_len || h->frag_off != vi->rx_got)) {
         /* Later fragments must be of the message whose whole range was
          * checked: the same target, in order. */
-        rx_transport_error(vi, "an RDMA write fragment of another message");
+        rx_transport_error(vi, "an RDMA write fragment of another message", NULL);
         return;
     }
     vi->rx_got = first ? h->frag_len : vi->rx_got + h->frag_len;
@@ -495,7 +501,7 @@ static void op_write_rts(struct fw_vi *vi, const struct via_wire_hdr *h, const u
     struct via_rts_seg src[VIA_MAX_SEGS];
     unsigned n;
     if (!fw_cma_table_take(h, payload, src, &n) || vi->reliability == VIP_SERVICE_UNRELIABLE) {
-        rx_transport_error(vi, "a bad RDMA write pull request");
+        rx_transport_error(vi, "a bad RDMA write pull request", NULL);
         return;
     }
     vi->rx_seq = h->msg_seq;
@@ -510,7 +516,7 @@ static void op_write_rts(struct fw_vi *vi, const struct via_wire_hdr *h, const u
     if (err) {
         fw_count(&vi->db->cnt.rx_dropped, 1);
         rx_refuse(vi, h->msg_seq, VIA_NAK_PULL_FAULT);
-        rx_transport_error(vi, "the writer's memory cannot be pulled");
+        rx_transport_error(vi, "the writer's memory cannot be pulled", NULL);
         return;
     }
     rx_write_placed(vi, h);
@@ -605,18 +611,12 @@ static void rx_packets(struct fw_vi *vi)
             break;
         if (rc == FW_LINK_BAD || !rx_ops[h.type].fn) {
             rx_transport_error(vi, rc == FW_LINK_BAD ? "a packet failed the link's checks"
-                                                     : "a packet of no known type");
+                                                     : "a packet of no known type", NULL);
             break;
         }
         if (!rx_header_ok(vi, &h)) {
             if (!rx_lossy(vi) || h.conn_id != vi->chan->conn_id || h.dst_vi != vi->vi_id) {
-                fprintf(stderr,
-                        "vipl: VI %u: refused header: type %u conn %u (ours %u) dst_vi %u "
-                        "msg_seq %u frag %u+%u of %u\n",
-                        vi->vi_id, (unsigned)h.type, (unsigned)h.conn_id,
-                        (unsigned)vi->chan->conn_id, (unsigned)h.dst_vi, (unsigned)h.msg_seq,
-                        (unsigned)h.frag_off, (unsigned)h.frag_len, (unsigned)h.msg_len);
-                rx_transport_error(vi, "a packet whose header fails the receive checks");
+                rx_transport_error(vi, "a packet whose header fails the receive checks", &h);
                 break;
             }
             if (!rx_lossy_fit(vi, &h)) {

@@ -195,15 +195,31 @@ static inline void polls_found(struct vip_vi *vi)
  * still costs a look at every ring of the VI. A paced NIC is always lent
  * the CPU first: its effects wait for their modelled time, and a poll is
  * when they come due. */
+/* Virtual time: a poll (of a queue or a CQ) is a wait's round. It
+ * begins by charging the program's time and reading the horizon... */
+static void vt_poll_begin(struct fw_nic *hw)
+{
+    nic_vt_enter();
+    nic_vt_inside(hw);
+    nic_vt_look(hw);
+}
+
+/* ...and one that finds nothing moves the clock to the next event (held:
+ * what its progress reported). Held back by a peer, it offers the CPU:
+ * the peer moves first (inside the library: not the program's time). */
+static void vt_poll_empty(struct fw_nic *hw, uint64_t held)
+{
+    if (!nic_vt_wait(hw, nic_vt_next_event(hw, held)))
+        sched_yield();
+    nic_vt_polled_empty();
+}
+
 static __attribute__((noinline)) VIP_RETURN done_progress(struct vip_vi *vi, bool recv,
                                                          VIP_DESCRIPTOR **out, uint64_t *held)
 {
     bool vt = vi->paced && nic_virtual_time;
-    if (vt) {
-        nic_vt_enter();
-        nic_vt_inside(vi->nic->hw);
-        nic_vt_look(vi->nic->hw);
-    }
+    if (vt)
+        vt_poll_begin(vi->nic->hw);
     uint64_t h = nic_vi_progress(vi->hw, true);
     if (held)
         *held = h;
@@ -223,16 +239,9 @@ static __attribute__((noinline)) VIP_RETURN done_progress(struct vip_vi *vi, boo
         return VIP_SUCCESS;
     }
     if (vt) {
-        /* Virtual time: a poll that finds nothing waits for the next event
-         * (a wait of ours steps for itself: held is then ours to report).
-         * Held back by a peer, it offers the CPU: the peer moves first. */
-        bool moved = true;
+        /* A wait of ours steps for itself: held is then ours to report. */
         if (!held)
-            moved = nic_vt_wait(vi->nic->hw, nic_vt_next_event(vi->nic->hw, h));
-        if (!moved)
-            sched_yield(); /* inside the library: not the program's time */
-        if (!held)
-            nic_vt_polled_empty();
+            vt_poll_empty(vi->nic->hw, h);
         nic_vt_leave(vi->nic->hw);
         return VIP_NOT_DONE;
     }
@@ -610,20 +619,14 @@ static bool cq_overflowed(struct vip_cq *cq)
 }
 
 /* A CQ poll in virtual time is a wait's round, as a queue's poll is
- * (done_progress): the program's time up to it is charged, and finding
- * nothing moves the clock to the next event as far as the peers allow. */
+ * (done_progress). */
 static VIP_RETURN cq_done_virtual(struct cq_wait *w, struct fw_nic *hw)
 {
-    nic_vt_enter();
-    nic_vt_inside(hw);
-    nic_vt_look(hw);
+    vt_poll_begin(hw);
     uint64_t held = 0;
     bool got = cq_ready(w, &held);
-    if (!got) {
-        if (!nic_vt_wait(hw, nic_vt_next_event(hw, held)))
-            sched_yield(); /* inside the library: not the program's time */
-        nic_vt_polled_empty();
-    }
+    if (!got)
+        vt_poll_empty(hw, held);
     nic_vt_leave(hw);
     return got ? VIP_SUCCESS : VIP_NOT_DONE;
 }
