@@ -335,8 +335,10 @@ static_assert(sizeof(struct via_wire_hdr) == 64, "wire header is one cache line"
  * header's crc field (a 32-bit mix of the whole 64-bit position, the ring's
  * own; the check word is for the network links' frames): old bytes that
  * happen to look like the tag, and an old header of a lap with the same
- * tag, fail the seal; only if head (stored after the tag) says a packet is
- * there is a header that fails its checks the sender's fault. head is otherwise
+ * tag, fail the seal; only if head (stored after the tag) is past tail is
+ * a header that fails its checks the sender's fault (head may lag behind
+ * tail: the receiver takes a packet by its tag, before the sender's store
+ * of head). head is otherwise
  * the sender's count (room, diagnostics). The receiver releases space
  * with a store of tail. A packet never wraps:
  * when it would not fit before the end, the sender first emits a PAD

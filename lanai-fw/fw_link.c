@@ -152,8 +152,10 @@ enum fw_link_peek_rc fw_link_peek(struct via_chan_dir *d, struct via_wire_hdr *h
             /* Old bytes that only look tagged, unless head (stored after
              * the tag) says this slot was published: then look once more
              * (the packet may have been sealed since the first look), and a
-             * header that still fails is the sender's. */
-            if (atomic_load_explicit(&d->head, memory_order_acquire) == tail)
+             * header that still fails is the sender's. Head may lag behind
+             * tail: we take a packet by its tag, before its sender stores
+             * head; a head not past tail says nothing was published here. */
+            if ((int64_t)(atomic_load_explicit(&d->head, memory_order_acquire) - tail) <= 0)
                 return FW_LINK_EMPTY;
             if (!tagged(d, tail))
                 return FW_LINK_BAD;

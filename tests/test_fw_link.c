@@ -268,8 +268,19 @@ static void test_link_old_bytes(void)
     CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
     w->lap = tag1;
     CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_EMPTY);
-    /* published (head past tail) but failing its checks: the sender's fault */
+    /* The receiver takes a packet by its tag, before the sender stores
+     * head: head then lags behind tail, and old bytes at the new tail that
+     * look tagged are still not a packet (nothing was published there). */
     w->lap = 2;
+    CU_ASSERT_EQUAL_FATAL(fw_link_peek(d, &h, &pl), FW_LINK_PACKET);
+    fw_link_consume(d, &h);
+    memset(d->ring + 128, 0x02, 64); /* a payload byte of lap 1 at the lap tag */
+    atomic_store(&d->head, VIA_CHAN_RING); /* the sender's store of head is late */
+    CU_ASSERT(fw_link_ready(d)); /* looks tagged, */
+    CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_EMPTY); /* is not a packet */
+    atomic_store(&d->tail, VIA_CHAN_RING);
+    atomic_store(&d->head, VIA_CHAN_RING + 128);
+    /* published (head past tail) but failing its checks: the sender's fault */
     w->frag_len = VIA_MTU + 64;
     CU_ASSERT_EQUAL(fw_link_peek(d, &h, &pl), FW_LINK_BAD);
     free(d);
