@@ -30,7 +30,7 @@ SOVER    := 1
 VERSION  := 0.1.0
 
 # Debian packages the build, tests and benchmarks need (see README).
-DEB_BUILD := gcc make libc6-dev pkg-config libpci-dev libkmod-dev libfabric-dev
+DEB_BUILD := gcc make libc6-dev pkg-config libpci-dev libkmod-dev libfabric-dev libsodium-dev
 DEB_TEST  := libcunit1-dev iproute2
 DEB_BENCH := gnuplot-nox libfabric-bin ucx-utils
 DEB_FUZZ  := clang libclang-rt-dev
@@ -38,7 +38,10 @@ DEB_FUZZ  := clang libclang-rt-dev
 LIB_SRCS   := $(wildcard vipl/src/*.c) $(wildcard lanai-fw/*.c) $(wildcard extensions/*.c) \
 	kdriver/ctl_sock.c
 VIPD_SRCS  := $(wildcard kdriver/kd_*.c) kdriver/ctl_sock.c lanai-fw/fw_profile.c lanai-fw/fw_fault_spec.c
-VIPCTL_SRCS:= $(wildcard kdriver/vipctl*.c) kdriver/ctl_sock.c kdriver/kd_hostif.c
+VIPCTL_SRCS:= $(wildcard kdriver/vipctl*.c) kdriver/ctl_sock.c kdriver/kd_hostif.c kdriver/kd_auth.c
+# libsodium: the hosts' authentication (kd_auth.c) and the UDP link's frame
+# MACs (lanai-fw/fw_rtx.c).
+SODIUM_LIBS := -lsodium
 # vipctl alone links libpci and libkmod (nics, doctor: vipctl_hostdev.c).
 HOSTDEV_PKGS := libpci libkmod
 HOSTDEV_LIBS := $(shell pkg-config --libs $(HOSTDEV_PKGS) 2>/dev/null)
@@ -120,7 +123,7 @@ $(B)/obj/%.o: %.c
 $(LIBSO): $(call obj,$(LIB_SRCS)) $(LIB_MAP)
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-soname,libvipl.so.$(SOVER) -Wl,--version-script=$(LIB_MAP) $(OPT) $(LTO) $(LDFLAGS) \
-		-o $@ $(filter %.o,$^) -lpthread -lm
+		-o $@ $(filter %.o,$^) $(SODIUM_LIBS) -lpthread -lm
 	ln -sf libvipl.so.$(SOVER) $(B)/lib/libvipl.so
 
 $(LIBA): $(call obj,$(LIB_SRCS))
@@ -129,7 +132,7 @@ $(LIBA): $(call obj,$(LIB_SRCS))
 
 $(VIPD): $(call obj,$(VIPD_SRCS))
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ -lpthread -lm
+	$(CC) $(LDFLAGS) -o $@ $^ $(SODIUM_LIBS) -lpthread -lm
 
 $(call obj,$(filter kdriver/vipctl%,$(VIPCTL_SRCS))): \
 	override CFLAGS += $(shell pkg-config --cflags $(HOSTDEV_PKGS) 2>/dev/null)
@@ -139,7 +142,7 @@ hostdev-check:
 	libkmod-dev (make deps installs them)"; exit 1; }
 $(VIPCTL): $(call obj,$(VIPCTL_SRCS))
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(HOSTDEV_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(HOSTDEV_LIBS) $(SODIUM_LIBS)
 
 $(VIPD_START): kdriver/vipd-start.sh
 	@mkdir -p $(dir $@)
@@ -168,7 +171,7 @@ $(FI_BENCHES): $(B)/bin/%: $(B)/obj/bench/%.o
 
 $(BENCHES_A): $(B)/bin/%: $(B)/obj/bench/%.o $(LIBA)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBA) -lpthread -lm
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBA) $(SODIUM_LIBS) -lpthread -lm
 
 # vip_model's table of published figures is a file of its own.
 $(B)/bin/vip_model: $(B)/obj/bench/model_validate.o
@@ -180,7 +183,7 @@ $(filter-out $(TESTS_A) $(TESTS_AM2),$(TESTS)): $(B)/tests/%: $(B)/obj/tests/%.o
 
 $(TESTS_A): $(B)/tests/%: $(B)/obj/tests/%.o $(call obj,$(TEST_LIB) $(TFW_LIB)) $(LIBA)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(call obj,$(TEST_LIB) $(TFW_LIB)) $(LIBA) -lcunit -lpthread -lm
+	$(CC) $(LDFLAGS) -o $@ $< $(call obj,$(TEST_LIB) $(TFW_LIB)) $(LIBA) $(SODIUM_LIBS) -lcunit -lpthread -lm
 
 $(AM2SO): $(call obj,$(AM2_SRCS)) $(AM2_MAP) $(LIBSO)
 	@mkdir -p $(dir $@)
@@ -295,25 +298,25 @@ fuzzprogs: $(FUZZ_BINS)
 
 $(B)/fuzz/fuzz_ctl: $(B)/obj/tests/fuzz/fuzz_ctl.o $(call obj,$(FUZZ_VIPD))
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ -lpthread -lm
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(SODIUM_LIBS) -lpthread -lm
 
 $(B)/fuzz/fuzz_wire: $(B)/obj/tests/fuzz/fuzz_wire.o $(call obj,$(TEST_LIB) $(TFW_LIB)) $(LIBA)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ -lcunit -lpthread -lm
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(SODIUM_LIBS) -lcunit -lpthread -lm
 
 $(B)/fuzz/fuzz_net: $(B)/obj/tests/fuzz/fuzz_net.o $(LIBA)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ -lpthread -lm
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(SODIUM_LIBS) -lpthread -lm
 
 $(B)/fuzz/fuzz_profile: $(B)/obj/tests/fuzz/fuzz_profile.o $(LIBA)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ -lpthread -lm
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(SODIUM_LIBS) -lpthread -lm
 
 # The seed inputs of fuzz_ctl and fuzz_wire (kept in tests/fuzz/corpus/):
 # real requests and real packets, written by an ordinary (gcc) program.
 $(B)/fuzz/gen_corpus: $(B)/obj/tests/fuzz/gen_corpus.o $(call obj,$(TEST_LIB) $(TFW_LIB)) $(LIBA)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ -lcunit -lpthread -lm
+	$(CC) $(LDFLAGS) -o $@ $^ $(SODIUM_LIBS) -lcunit -lpthread -lm
 
 fuzz-corpus: deps-test
 	$(MAKE) --no-print-directory $(B)/fuzz/gen_corpus

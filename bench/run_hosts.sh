@@ -59,6 +59,8 @@ start_pair() {
     name=$1 base=$2
     shift 2
     printf 'host0 127.0.0.1:%s\nhost1 127.0.0.1:%s\n' "$base" $((base + 1)) >"$WORK/$name.hosts"
+    # the cluster key both prove themselves with (found beside the hosts file)
+    [ -f "$WORK/vipd.key" ] || "$BIN/vipctl" keygen "$WORK/vipd.key" >/dev/null
     for side in a b; do
         port=$base
         [ $side = b ] && port=$((base + 1))

@@ -405,6 +405,12 @@ struct via_chan {
      * and faults are the rates vipd --faults set for it (via_net.h). */
     uint32_t link;
     struct via_net_faults faults;
+    /* VIA_LINK_UDP: what binds a frame to this connection (vipd derives
+     * both from the cluster key): the token every frame carries, and the
+     * key of the frames' MACs when frame_mac is set (vipd --frame-mac). */
+    uint32_t frame_mac;
+    uint64_t frame_token;
+    uint8_t frame_key[32];
     struct via_chan_dir dir[2];
 };
 enum via_link_kind { VIA_LINK_SHM = 0, VIA_LINK_UDP = 1, VIA_LINK_OFI = 2 };

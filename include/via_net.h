@@ -15,7 +15,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define VIA_NET_VERSION 1u
+#define VIA_NET_VERSION 2u
 
 enum via_net_kind {
     VIA_NET_DATA = 1, /* seq = this frame's; carries a link packet */
@@ -30,6 +30,8 @@ enum via_net_nack_why {
 };
 
 #define VIA_NET_RELIABLE 0x1 /* flags: the frame belongs to the reliable transport */
+#define VIA_NET_MAC 0x2      /* flags: a VIA_NET_MAC_BYTES MAC of the frame follows it */
+#define VIA_NET_MAC_BYTES 16u
 
 struct via_net_hdr {
     uint8_t version;  /* VIA_NET_VERSION */
@@ -43,8 +45,9 @@ struct via_net_hdr {
     uint32_t ack;     /* every frame: all frames before ack were received */
     uint32_t why;     /* NACK: enum via_net_nack_why */
     uint32_t crc;     /* CRC-32C of the frame, this field 0 */
+    uint64_t token;   /* the connection's secret (vipd derives it from the cluster key) */
 };
-static_assert(sizeof(struct via_net_hdr) == 32, "net frame header");
+static_assert(sizeof(struct via_net_hdr) == 40, "net frame header");
 
 /* Fault injection rates of a link, in 1/65536 (fw_fault.c). */
 struct via_net_faults {
@@ -86,8 +89,13 @@ struct via_ctl_net_stats_r {
 static_assert(sizeof(struct via_ctl_net_stats_r) == 20 * 8 + 28 + 8 + 4, "net stats");
 
 /* ---- between vipds (a TCP connection each way pair; kdriver/kd_host.c) ----
- * Each message is a via_host_msg then len bytes of body. */
+ * Each message is a via_host_msg then len bytes of body. A link starts
+ * with the handshake (HELLO from the connecting vipd, CHALLENGE back,
+ * PROOF), which proves both hold the cluster key; every later message is
+ * followed by VIA_HOST_MAC_BYTES of MAC (kdriver/kd_auth.h) over its
+ * number on the link and its bytes. */
 #define VIA_HOST_MAGIC 0x56495048u /* "VIPH" */
+#define VIA_HOST_MAC_BYTES 32u
 enum via_host_type {
     VIA_HOST_HELLO = 1, /* body: via_host_hello */
     VIA_HOST_PING,      /* heartbeat, no body */
@@ -96,6 +104,8 @@ enum via_host_type {
     VIA_HOST_CONN_REJ,  /* via_host_conn_rej */
     VIA_HOST_CONN_END,  /* via_host_conn_end */
     VIA_HOST_CONN_CANCEL, /* via_host_conn_cancel: the requester's timeout fired */
+    VIA_HOST_CHALLENGE, /* via_host_challenge: the acceptor's answer to HELLO */
+    VIA_HOST_PROOF,     /* via_host_proof: the connector's answer to CHALLENGE */
     VIA_HOST_NTYPES
 };
 struct via_host_msg {
@@ -109,7 +119,23 @@ static_assert(sizeof(struct via_host_msg) == 16, "host msg");
 
 struct via_host_hello {
     uint32_t host_id;
-    uint32_t link; /* enum via_link_kind of the sender (vipd --link): both must agree */
+    uint32_t link;  /* enum via_link_kind of the sender (vipd --link): both must agree */
+    uint32_t to_id; /* the host it means to reach */
+    uint32_t pad;
+    uint8_t nonce[32];
+};
+static_assert(sizeof(struct via_host_hello) == 48, "hello");
+/* The acceptor's nonce and its proof (a MAC of both nonces, both ids and
+ * the link kind under the cluster key). */
+struct via_host_challenge {
+    uint32_t host_id;
+    uint32_t pad;
+    uint8_t nonce[32];
+    uint8_t mac[32];
+};
+static_assert(sizeof(struct via_host_challenge) == 72, "challenge");
+struct via_host_proof {
+    uint8_t mac[32];
 };
 
 /* A connection request for a NIC of the receiving vipd. peer: the request
@@ -125,8 +151,11 @@ struct via_host_conn_req {
     uint8_t discrim[16];     /* the target's */
     uint8_t req_discrim[16]; /* the requester's own */
     uint32_t reliability, max_transfer, rdma_write, rdma_read;
+    uint8_t salt[16];   /* the requester's half of the frame secrets' input */
+    uint32_t frame_mac; /* the requester wants a MAC on every frame */
+    uint32_t pad;
 };
-static_assert(sizeof(struct via_host_conn_req) == 72, "conn req");
+static_assert(sizeof(struct via_host_conn_req) == 96, "conn req");
 
 struct via_host_conn_acc {
     uint32_t req_id;
@@ -134,8 +163,11 @@ struct via_host_conn_acc {
     uint16_t acc_nic, udp_port;
     uint32_t udp_ip;
     uint32_t reliability, max_transfer, rdma_write, rdma_read;
+    uint8_t salt[16];   /* the acceptor's half */
+    uint32_t frame_mac; /* MACs on the frames (either side asked) */
+    uint32_t pad;
 };
-static_assert(sizeof(struct via_host_conn_acc) == 32, "conn acc");
+static_assert(sizeof(struct via_host_conn_acc) == 56, "conn acc");
 
 struct via_host_conn_rej {
     uint32_t req_id;

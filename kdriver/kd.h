@@ -17,6 +17,7 @@
 #include <sys/types.h>
 
 #include "ctl_sock.h"
+#include "kd_auth.h"
 #include "via_abi.h"
 
 /* ---- logging (kd_main.c) ------------------------------------------------- */
@@ -168,6 +169,7 @@ struct kd_conn {
     int udp_fd;
     bool remote_req;
     struct via_host_conn_req rreq;
+    uint8_t salt[KD_AUTH_SALT_BYTES]; /* the requester's: ours of the frame secrets' input */
     /* Across hosts, peer-to-peer: this is the VipConnectPeerRequest of
      * req_vi (whose vi->peer holds the outcome), not a client-server one. */
     bool peer;
@@ -193,11 +195,27 @@ struct kd_listener {
 #define KD_HOST_MAX_BODY 256
 enum kd_host_state { KD_HOST_DOWN, KD_HOST_UP, KD_HOST_NSTATES };
 extern const char *const kd_host_state_name[KD_HOST_NSTATES];
+/* A link's handshake (kd_host.c): the connector sends HELLO and waits for
+ * CHALLENGE (HELLO_SENT); the acceptor answers HELLO with CHALLENGE and
+ * waits for PROOF (CHALLENGED); then both ends are AUTHED and every
+ * message is MACed. Nothing but the handshake is read before AUTHED, and
+ * what vipd sends meanwhile waits in out[]. */
+enum kd_link_auth { KD_LINK_NEW, KD_LINK_HELLO_SENT, KD_LINK_CHALLENGED, KD_LINK_AUTHED,
+                    KD_LINK_NSTATES };
+extern const char *const kd_link_auth_name[KD_LINK_NSTATES];
+#define KD_HOST_MSG_MAX (16 + KD_HOST_MAX_BODY + VIA_HOST_MAC_BYTES)
 /* One TCP connection to or from another vipd, and its unparsed input. */
 struct kd_hostlink {
     int fd;
-    uint32_t in_len;
-    uint8_t in[2 * (16 + KD_HOST_MAX_BODY)];
+    enum kd_link_auth auth;
+    uint32_t in_len, out_len;
+    uint32_t peer_id;  /* the host it is (or, before AUTHED, claims to be) */
+    uint64_t since_ns; /* when the handshake began */
+    struct kd_auth_hs hs;
+    uint8_t k_tx[KD_AUTH_KEY_BYTES], k_rx[KD_AUTH_KEY_BYTES];
+    uint64_t n_tx, n_rx; /* messages MACed each way */
+    uint8_t in[2 * KD_HOST_MSG_MAX];
+    uint8_t out[8 * KD_HOST_MSG_MAX]; /* messages waiting for AUTHED */
 };
 struct kd_host {
     char name[64];
@@ -232,6 +250,7 @@ struct kd_state {
     /* --system: every user of the host connects (kd_user.c); per user: */
     uint32_t clock;              /* enum via_clock of every NIC (--clock, VIP_CLOCK) */
     bool system;
+    bool frame_mac; /* --frame-mac: a MAC on every UDP frame of our connections */
     unsigned max_sessions_per_user, max_vis_per_user; /* 0 = no limit */
     uint64_t max_reg_bytes_per_user;                  /* 0 = no limit */
     struct kd_client *clients;

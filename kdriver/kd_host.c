@@ -138,14 +138,32 @@ bool kd_host_listen(void)
     return true;
 }
 
-/* ---- sending ------------------------------------------------------------------ */
+/* ---- the handshake and sending ------------------------------------------------- */
+
+const char *const kd_link_auth_name[KD_LINK_NSTATES] = {
+    [KD_LINK_NEW] = "new",
+    [KD_LINK_HELLO_SENT] = "hello-sent",
+    [KD_LINK_CHALLENGED] = "challenged",
+    [KD_LINK_AUTHED] = "authenticated",
+};
 
 static void link_close(struct kd_hostlink *l)
 {
     if (l->fd >= 0)
         close(l->fd);
     l->fd = -1;
-    l->in_len = 0;
+    l->in_len = l->out_len = 0;
+    l->auth = KD_LINK_NEW;
+    l->n_tx = l->n_rx = 0;
+    memset(l->k_tx, 0, sizeof l->k_tx);
+    memset(l->k_rx, 0, sizeof l->k_rx);
+}
+
+static void link_open(struct kd_hostlink *l, int fd)
+{
+    link_close(l);
+    l->fd = fd;
+    l->since_ns = kd_now_ns();
 }
 
 static bool send_all(int fd, const void *buf, size_t len)
@@ -163,32 +181,74 @@ static bool send_all(int fd, const void *buf, size_t len)
     return true;
 }
 
-static bool send_msg(int fd, uint16_t type, const void *body, uint32_t len)
+static bool handshake_type(uint16_t type)
 {
-    struct {
-        struct via_host_msg m;
-        uint8_t body[KD_HOST_MAX_BODY];
-    } b = {.m = {.magic = VIA_HOST_MAGIC, .version = VIA_NET_VERSION, .type = type, .len = len}};
-    if (len > KD_HOST_MAX_BODY)
-        return false;
-    if (len)
-        memcpy(b.body, body, len);
-    return send_all(fd, &b, sizeof b.m + len);
+    return type == VIA_HOST_HELLO || type == VIA_HOST_CHALLENGE || type == VIA_HOST_PROOF;
 }
 
-/* Our connection to h, made now if there is none (in[0] out, [1] in). */
-static int host_fd(struct kd_host *h)
+/* One message onto l: a handshake message as it is, any other MACed once
+ * the link is AUTHED, and kept in l->out until then. */
+static bool link_send(struct kd_hostlink *l, uint16_t type, const void *body, uint32_t len)
+{
+    if (len > KD_HOST_MAX_BODY || l->fd < 0)
+        return false;
+    uint8_t buf[KD_HOST_MSG_MAX];
+    struct via_host_msg m = {.magic = VIA_HOST_MAGIC, .version = VIA_NET_VERSION, .type = type,
+                             .len = len};
+    memcpy(buf, &m, sizeof m);
+    if (len)
+        memcpy(buf + sizeof m, body, len);
+    uint32_t n = (uint32_t)sizeof m + len;
+    if (!handshake_type(type) && l->auth != KD_LINK_AUTHED) {
+        if (l->out_len + n > sizeof l->out)
+            return false;
+        memcpy(l->out + l->out_len, buf, n);
+        l->out_len += n;
+        return true;
+    }
+    if (l->auth == KD_LINK_AUTHED) {
+        kd_auth_msg_mac(l->k_tx, l->n_tx++, buf, n, buf + n);
+        n += VIA_HOST_MAC_BYTES;
+    }
+    return send_all(l->fd, buf, n);
+}
+
+/* The link just became AUTHED: what waited goes out. */
+static bool flush_out(struct kd_hostlink *l)
+{
+    uint8_t q[sizeof l->out];
+    uint32_t len = l->out_len, off = 0;
+    memcpy(q, l->out, len);
+    l->out_len = 0;
+    while (off < len) {
+        struct via_host_msg m;
+        memcpy(&m, q + off, sizeof m);
+        if (!link_send(l, m.type, q + off + sizeof m, m.len))
+            return false;
+        off += (uint32_t)sizeof m + m.len;
+    }
+    return true;
+}
+
+/* Our link to h, made now if there is none (link[0] ours, [1] its): a new
+ * one says HELLO and waits for h's proof before anything else goes. */
+static struct kd_hostlink *host_link(struct kd_host *h)
 {
     if (h->link[0].fd >= 0)
-        return h->link[0].fd;
+        return &h->link[0];
     if (h->link[1].fd >= 0)
-        return h->link[1].fd;
+        return &h->link[1];
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
-        return -1;
+        return NULL;
+    /* From our listen address: h checks that we come from where the hosts
+     * file says we are. */
+    struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr.s_addr = kd.listen_ip};
+    int rc = kd.listen_ip ? bind(fd, (struct sockaddr *)&me, sizeof me) : 0;
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(h->port),
                              .sin_addr.s_addr = h->ip};
-    int rc = connect(fd, (struct sockaddr *)&sa, sizeof sa);
+    if (rc == 0)
+        rc = connect(fd, (struct sockaddr *)&sa, sizeof sa);
     if (rc < 0 && errno == EINPROGRESS) {
         /* Bounded: a host that does not answer within a second is not there. */
         struct pollfd p = {.fd = fd, .events = POLLOUT};
@@ -199,29 +259,39 @@ static int host_fd(struct kd_host *h)
                  ? 0
                  : -1;
     }
+    if (rc < 0) {
+        close(fd);
+        return NULL;
+    }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    struct via_host_hello hello = {.host_id = kd.host_id, .link = kd.link};
-    if (rc < 0 || !send_msg(fd, VIA_HOST_HELLO, &hello, sizeof hello)) {
-        close(fd);
-        return -1;
+    struct kd_hostlink *l = &h->link[0];
+    link_open(l, fd);
+    l->peer_id = h->host_id;
+    l->hs = (struct kd_auth_hs){.connector = kd.host_id, .acceptor = h->host_id,
+                                .link = kd.link};
+    kd_auth_random(l->hs.nc, sizeof l->hs.nc);
+    struct via_host_hello hello = {.host_id = kd.host_id, .link = kd.link, .to_id = h->host_id};
+    memcpy(hello.nonce, l->hs.nc, sizeof hello.nonce);
+    if (!link_send(l, VIA_HOST_HELLO, &hello, sizeof hello)) {
+        link_close(l);
+        return NULL;
     }
-    h->link[0].fd = fd;
-    h->link[0].in_len = 0;
+    l->auth = KD_LINK_HELLO_SENT;
     if (h->state != KD_HOST_UP) {
         h->state = KD_HOST_UP;
         h->last_heard = kd_now_ns();
         kd_info("host %s (%08x) is up", h->name, h->host_id);
     }
-    return fd;
+    return l;
 }
 
 bool kd_host_send(struct kd_host *h, uint16_t type, const void *body, uint32_t len)
 {
-    int fd = host_fd(h);
-    if (fd < 0)
+    struct kd_hostlink *l = host_link(h);
+    if (!l)
         return false;
-    if (!send_msg(fd, type, body, len)) {
+    if (!link_send(l, type, body, len)) {
         kd_host_down(h, "cannot send to it");
         return false;
     }
@@ -247,7 +317,6 @@ static void dispatch(struct kd_host *h, const struct via_host_msg *m, const void
     h->last_heard = kd_now_ns();
     switch (m->type) {
     case VIA_HOST_PING:
-    case VIA_HOST_HELLO:
         break;
     case VIA_HOST_CONN_REQ:
         if (m->len == sizeof(struct via_host_conn_req))
@@ -274,9 +343,106 @@ static void dispatch(struct kd_host *h, const struct via_host_msg *m, const void
     }
 }
 
-/* Dispatch the whole messages of *lp's input. A stranger's first message
- * must be HELLO: its link then becomes h's incoming one (*lp, *who are
- * updated). false: the connection spoke nonsense. */
+/* A stranger's HELLO: a listed host, speaking our link, meaning us, from
+ * the address the hosts file gives it? Then CHALLENGE it (nothing else
+ * changes until its PROOF). */
+static bool on_hello(struct kd_hostlink *l, const void *body)
+{
+    struct via_host_hello hello_copy, *hello = &hello_copy;
+    memcpy(hello, body, sizeof *hello);
+    struct kd_host *h = kd_host_by_id(hello->host_id);
+    struct sockaddr_in from;
+    socklen_t fl = sizeof from;
+    if (!h) {
+        kd_warn("a vipd (host %08x) not in the hosts file connected: refused", hello->host_id);
+        return false;
+    }
+    if (hello->to_id != kd.host_id) {
+        kd_warn("a connection claiming to be host %s meant host %08x, not us: refused", h->name,
+                hello->to_id);
+        return false;
+    }
+    if (hello->link != kd.link) {
+        kd_warn("host %s uses the %s link, this vipd the %s link (--link): refused", h->name,
+                kd_link_name(hello->link), kd_link_name(kd.link));
+        return false;
+    }
+    if (getpeername(l->fd, (struct sockaddr *)&from, &fl) < 0 ||
+        (h->ip != INADDR_ANY && from.sin_addr.s_addr != h->ip)) {
+        char a[INET_ADDRSTRLEN] = "?";
+        inet_ntop(AF_INET, &from.sin_addr, a, sizeof a);
+        kd_warn("a connection from %s claimed to be host %s, which the hosts file puts "
+                "elsewhere: refused", a, h->name);
+        return false;
+    }
+    l->peer_id = h->host_id;
+    l->hs = (struct kd_auth_hs){.connector = h->host_id, .acceptor = kd.host_id, .link = kd.link};
+    memcpy(l->hs.nc, hello->nonce, sizeof l->hs.nc);
+    kd_auth_random(l->hs.na, sizeof l->hs.na);
+    struct via_host_challenge c = {.host_id = kd.host_id};
+    memcpy(c.nonce, l->hs.na, sizeof c.nonce);
+    kd_auth_proof(&l->hs, true, c.mac);
+    if (!link_send(l, VIA_HOST_CHALLENGE, &c, sizeof c))
+        return false;
+    l->auth = KD_LINK_CHALLENGED;
+    return true;
+}
+
+/* Our HELLO's answer: the host we called proves it holds the key; we
+ * prove it back and the link is AUTHED. */
+static bool on_challenge(struct kd_hostlink *l, const void *body)
+{
+    struct via_host_challenge cc, *c = &cc;
+    memcpy(c, body, sizeof *c);
+    struct kd_host *h = kd_host_by_id(l->peer_id);
+    memcpy(l->hs.na, c->nonce, sizeof l->hs.na);
+    if (c->host_id != l->peer_id || !kd_auth_proof_ok(&l->hs, true, c->mac)) {
+        kd_warn("host %s answered without proof that it holds the cluster key: is its "
+                "vipd started with the same key file?", h ? h->name : "?");
+        return false;
+    }
+    struct via_host_proof p;
+    kd_auth_proof(&l->hs, false, p.mac);
+    if (!link_send(l, VIA_HOST_PROOF, &p, sizeof p))
+        return false;
+    kd_auth_session(&l->hs, false, l->k_tx, l->k_rx);
+    l->auth = KD_LINK_AUTHED;
+    return flush_out(l);
+}
+
+/* The stranger's PROOF: it holds the key; its link becomes h's incoming
+ * one (replacing an older one of h's: its vipd connected again). */
+static bool on_proof(struct kd_hostlink **lp, struct kd_host **who, const void *body)
+{
+    struct via_host_proof pc, *p = &pc;
+    memcpy(p, body, sizeof *p);
+    struct kd_hostlink *l = *lp;
+    struct kd_host *h = kd_host_by_id(l->peer_id);
+    if (!h || !kd_auth_proof_ok(&l->hs, false, p->mac)) {
+        kd_warn("a connection claiming to be host %s gave no proof that it holds the "
+                "cluster key: refused", h ? h->name : "?");
+        return false;
+    }
+    kd_auth_session(&l->hs, true, l->k_tx, l->k_rx);
+    l->auth = KD_LINK_AUTHED;
+    link_close(&h->link[1]);
+    h->link[1] = *l;
+    l->fd = -1;
+    link_close(l);
+    if (h->state != KD_HOST_UP) {
+        h->state = KD_HOST_UP;
+        kd_info("host %s (%08x) is up", h->name, h->host_id);
+    }
+    h->last_heard = kd_now_ns();
+    *who = h;
+    *lp = &h->link[1];
+    return true;
+}
+
+/* Dispatch the whole messages of *lp's input: the handshake while the
+ * link is not AUTHED (a stranger becomes h's incoming link at its PROOF:
+ * *lp, *who are updated), then MACed messages only. false: the
+ * connection spoke nonsense or failed to prove itself. */
 static bool parse(struct kd_hostlink **lp, struct kd_host **who)
 {
     for (;;) {
@@ -287,44 +453,45 @@ static bool parse(struct kd_hostlink **lp, struct kd_host **who)
         memcpy(&m, l->in, sizeof m);
         if (m.magic != VIA_HOST_MAGIC || m.version != VIA_NET_VERSION || m.len > KD_HOST_MAX_BODY)
             return false;
-        if (l->in_len < sizeof m + m.len)
+        uint32_t mac = l->auth == KD_LINK_AUTHED ? VIA_HOST_MAC_BYTES : 0;
+        uint32_t whole = (uint32_t)sizeof m + m.len + mac;
+        if (l->in_len < whole)
             return true;
+        if (mac && !kd_auth_msg_ok(l->k_rx, l->n_rx++, l->in, sizeof m + m.len,
+                                   l->in + sizeof m + m.len)) {
+            kd_warn("a message from host %08x failed its MAC: link closed", l->peer_id);
+            return false;
+        }
         _Alignas(8) uint8_t body[KD_HOST_MAX_BODY];
         memcpy(body, l->in + sizeof m, m.len);
-        l->in_len -= (uint32_t)(sizeof m + m.len);
-        memmove(l->in, l->in + sizeof m + m.len, l->in_len);
-        if (*who) {
+        l->in_len -= whole;
+        memmove(l->in, l->in + whole, l->in_len);
+        bool ok;
+        switch (l->auth) {
+        case KD_LINK_AUTHED:
+            if (handshake_type(m.type) || !*who)
+                return false;
             dispatch(*who, &m, body);
             if (l->fd < 0)
                 return true; /* the host went down meanwhile */
             continue;
+        case KD_LINK_NEW:
+            ok = m.type == VIA_HOST_HELLO && m.len == sizeof(struct via_host_hello) &&
+                 on_hello(l, body);
+            break;
+        case KD_LINK_HELLO_SENT:
+            ok = m.type == VIA_HOST_CHALLENGE && m.len == sizeof(struct via_host_challenge) &&
+                 on_challenge(l, body);
+            break;
+        case KD_LINK_CHALLENGED:
+            ok = m.type == VIA_HOST_PROOF && m.len == sizeof(struct via_host_proof) &&
+                 on_proof(lp, who, body);
+            break;
+        default:
+            ok = false;
         }
-        struct via_host_hello hello;
-        if (m.type != VIA_HOST_HELLO || m.len != sizeof hello)
+        if (!ok)
             return false;
-        memcpy(&hello, body, sizeof hello);
-        struct kd_host *h = kd_host_by_id(hello.host_id);
-        if (!h) {
-            kd_warn("a vipd (host %08x) not in the hosts file connected: refused",
-                    hello.host_id);
-            return false;
-        }
-        if (hello.link != kd.link) {
-            kd_warn("host %s uses the %s link, this vipd the %s link (--link): refused",
-                    h->name, kd_link_name(hello.link), kd_link_name(kd.link));
-            return false;
-        }
-        link_close(&h->link[1]);
-        h->link[1] = *l;
-        l->fd = -1;
-        l->in_len = 0;
-        if (h->state != KD_HOST_UP) {
-            h->state = KD_HOST_UP;
-            kd_info("host %s (%08x) is up", h->name, h->host_id);
-        }
-        h->last_heard = kd_now_ns();
-        *who = h;
-        *lp = &h->link[1];
     }
 }
 
@@ -373,7 +540,7 @@ void kd_host_events(const struct pollfd *p, size_t n)
         struct kd_host *who = NULL;
         if (!link_read(&strangers[s], &who)) {
             if (who)
-                kd_host_down(who, "it spoke nonsense");
+                kd_host_down(who, "its first messages failed their checks");
             link_close(&strangers[s]);
         }
     }
@@ -383,31 +550,51 @@ void kd_host_events(const struct pollfd *p, size_t n)
             if (p[i].fd < 0 || p[i].fd != h->link[k].fd || !p[i].revents)
                 continue;
             struct kd_host *who = h;
+            bool authed = h->link[k].auth == KD_LINK_AUTHED;
             if (!link_read(&h->link[k], &who))
-                kd_host_down(h, "its vipd closed the connection (exited or killed)");
+                kd_host_down(h, authed ? "its vipd closed the connection (exited or killed), "
+                                         "or a message failed its checks"
+                                       : "the handshake failed: does its vipd use the same "
+                                         "cluster key?");
         }
     }
     if (p[0].revents & POLLIN) {
         int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0)
             return;
-        for (unsigned s = 0; s < KD_MAX_STRANGERS; s++)
+        /* A free place, else the oldest stranger's: strangers that connect
+         * and say nothing cannot keep a real host out. */
+        unsigned slot = 0;
+        for (unsigned s = 0; s < KD_MAX_STRANGERS; s++) {
             if (strangers[s].fd < 0) {
-                strangers[s].fd = fd;
-                strangers[s].in_len = 0;
-                return;
+                slot = s;
+                break;
             }
-        close(fd); /* too many at once: it connects again */
+            if (strangers[s].since_ns < strangers[slot].since_ns)
+                slot = s;
+        }
+        link_open(&strangers[slot], fd);
     }
 }
 
 /* Does vipd have business with h (connections, requests)? Only then is
  * it watched: an idle host may come and go unnoticed. */
+static void earliest(uint64_t *d, uint64_t t)
+{
+    if (!*d || t < *d)
+        *d = t;
+}
+
 uint64_t kd_host_next_deadline(void)
 {
     uint64_t d = 0;
+    for (unsigned s = 0; s < KD_MAX_STRANGERS; s++)
+        if (strangers[s].fd >= 0)
+            earliest(&d, strangers[s].since_ns + kd.host_timeout_ns);
     for (unsigned i = 0; i < kd.nnethosts; i++) {
         struct kd_host *h = &kd.nethost[i];
+        if (h->link[0].fd >= 0 && h->link[0].auth != KD_LINK_AUTHED)
+            earliest(&d, h->link[0].since_ns + kd.host_timeout_ns);
         if (h->state != KD_HOST_UP || !kd_remote_busy(h))
             continue;
         uint64_t t = h->last_sent + kd.hb_ns;
@@ -422,8 +609,22 @@ uint64_t kd_host_next_deadline(void)
 
 void kd_host_tick(uint64_t now)
 {
+    /* A handshake takes one round trip: one not done within the host
+     * timeout never will be. */
+    for (unsigned s = 0; s < KD_MAX_STRANGERS; s++)
+        if (strangers[s].fd >= 0 && now - strangers[s].since_ns >= kd.host_timeout_ns) {
+            kd_warn("a connection to our --listen port did not complete the handshake in "
+                    "time: closed");
+            link_close(&strangers[s]);
+        }
     for (unsigned i = 0; i < kd.nnethosts; i++) {
         struct kd_host *h = &kd.nethost[i];
+        if (h->link[0].fd >= 0 && h->link[0].auth != KD_LINK_AUTHED &&
+            now - h->link[0].since_ns >= kd.host_timeout_ns) {
+            kd_host_down(h, "it did not answer our handshake in time (is its vipd using the "
+                            "same cluster key?)");
+            continue;
+        }
         if (h->state != KD_HOST_UP || !kd_remote_busy(h))
             continue;
         if (now - h->last_heard >= kd.host_timeout_ns) {

@@ -91,6 +91,11 @@ static void usage(FILE *f)
             "                         that listens there), '#' comments; a bad line is an error\n"
             "      --listen ADDR:PORT this vipd is a host of several: the others (the hosts\n"
             "                         file's ADDR:PORT lines) reach its NICs through here\n"
+            "      --key FILE         the cluster key every host proves itself with\n"
+            "                         (default: %s beside the hosts file; make one with\n"
+            "                         'vipctl keygen FILE', mode 0600, copy it to every host)\n"
+            "      --frame-mac        a MAC on every UDP frame of this host's connections\n"
+            "                         (without: frames carry the connection's secret token)\n"
             "      --link udp|ofi     the link between hosts' NICs: udp (the default) or\n"
             "                         ofi (libfabric FI_EP_RDM; FI_PROVIDER, default tcp;ofi_rxm)\n"
             "      --faults SPEC      inject faults on every link to another host:\n"
@@ -119,7 +124,8 @@ static void usage(FILE *f)
             "                         another vipd serves the socket, idle-exit after\n"
             "                         $VIPD_IDLE_EXIT seconds (default 60)\n"
             "  -h, --help             this text\n",
-            VIA_MAX_NICS, KD_MAX_SESSIONS, CTL_SYSTEM_SOCKET, KD_SYSTEM_SESSIONS_PER_USER,
+            VIA_MAX_NICS, KD_AUTH_KEY_FILE, KD_MAX_SESSIONS, CTL_SYSTEM_SOCKET,
+            KD_SYSTEM_SESSIONS_PER_USER,
             KD_SYSTEM_VIS_PER_USER, (unsigned long long)(KD_SYSTEM_REG_BYTES_PER_USER >> 30));
 }
 
@@ -550,6 +556,7 @@ int main(int argc, char **argv)
         {"max-sessions-per-user", required_argument, NULL, 'U'},
         {"max-vis-per-user", required_argument, NULL, 'V'},
         {"max-reg-bytes-per-user", required_argument, NULL, 'R'},
+        {"key", required_argument, NULL, 'k'}, {"frame-mac", no_argument, NULL, 'm'},
         {NULL, 0, NULL, 0}};
     /* Not dumpable: /proc/<vipd>/fd and /proc/<vipd>/mem are then root's
      * only, so no process of the user reaches, through vipd, the pages
@@ -563,7 +570,7 @@ int main(int argc, char **argv)
     /* Per NIC; a NIC no --profile names gets the default (NULL here). */
     const char *profiles[VIA_MAX_NICS] = {NULL};
     unsigned long named_max = 0; /* highest NIC index a viaN= option named, + 1 */
-    const char *profile_dir = NULL, *hosts = NULL, *clock_opt = NULL;
+    const char *profile_dir = NULL, *hosts = NULL, *clock_opt = NULL, *key = NULL;
     int c;
     kd.link = VIA_LINK_UDP; /* connections to other hosts, unless --link says otherwise */
     while ((c = getopt_long(argc, argv, "fn:s:l:vqh", opts, NULL)) != -1) {
@@ -691,6 +698,12 @@ int main(int argc, char **argv)
         case 'A':
             autostart = true;
             break;
+        case 'k':
+            key = optarg;
+            break;
+        case 'm':
+            kd.frame_mac = true;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -774,6 +787,22 @@ int main(int argc, char **argv)
     if (hosts && !kd_ns_load(hosts)) {
         kd_nic_fini();
         return 1;
+    }
+    /* A host of several proves itself with the cluster key: none, no start. */
+    if (kd.listen_port) {
+        char kpath[1024], why[400];
+        if (!kd_auth_key_path(key, hosts, kpath, sizeof kpath)) {
+            fprintf(stderr, "vipd: --listen needs the cluster key: --key FILE, or %s beside "
+                            "the hosts file (make one with 'vipctl keygen FILE')\n",
+                    KD_AUTH_KEY_FILE);
+            kd_nic_fini();
+            return 1;
+        }
+        if (!kd_auth_load(kpath, why, sizeof why)) {
+            fprintf(stderr, "vipd: %s\n", why);
+            kd_nic_fini();
+            return 1;
+        }
     }
 
     if (autostart && !idle_set) {

@@ -71,6 +71,17 @@ static bool udp_connect(int fd, uint32_t ip, uint16_t port)
     return connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
 }
 
+/* A link address another host names must be that host's own (the
+ * hosts file's): an authenticated host still cannot point our socket at
+ * a third party. */
+static bool addr_of_host(const struct kd_host *h, uint32_t ip)
+{
+    if (h->ip == INADDR_ANY || ip == h->ip)
+        return true;
+    kd_warn("host %s named a link address that is not its own: refused", h->name);
+    return false;
+}
+
 static struct kd_conn *conn_of(const struct kd_host *h, uint32_t wire_id, bool requester)
 {
     for (struct kd_conn *cn = kd.conns; cn; cn = cn->next)
@@ -110,6 +121,9 @@ static struct kd_conn *send_request(struct kd_vi *vi, struct kd_host *h,
         .rdma_read = vi->attr.rdma_read};
     memcpy(m.discrim, q->remote.discrim, q->remote.discrim_len);
     memcpy(m.req_discrim, q->local.discrim, q->local.discrim_len);
+    kd_auth_random(cn->salt, sizeof cn->salt);
+    memcpy(m.salt, cn->salt, sizeof m.salt);
+    m.frame_mac = kd.frame_mac;
     if (!kd_host_send(h, VIA_HOST_CONN_REQ, &m, sizeof m)) {
         kd_conn_free(cn);
         kd_fail(r, VIP_NOT_REACHABLE, "host %s (%08x) does not answer: is its vipd running?",
@@ -154,7 +168,7 @@ void kd_remote_on_accept(struct kd_host *h, const void *body)
     struct kd_reply scratch = {0};
     int chan_fd = -1;
     struct via_chan *ch = NULL;
-    if (!udp_connect(cn->udp_fd, m.udp_ip, m.udp_port) ||
+    if (!addr_of_host(h, m.udp_ip) || !udp_connect(cn->udp_fd, m.udp_ip, m.udp_port) ||
         !(ch = kd_conn_chan_new(cn, &chan_fd, &scratch))) {
         struct via_host_conn_end e = {.conn_id = m.req_id, .broken = 1, .from_requester = 1};
         kd_host_send(h, VIA_HOST_CONN_END, &e, sizeof e);
@@ -170,6 +184,9 @@ void kd_remote_on_accept(struct kd_host *h, const void *body)
     ch->vi_id[1] = m.acc_vi;
     ch->nic[0] = (uint16_t)vi->nic->index;
     ch->nic[1] = m.acc_nic;
+    ch->frame_mac = m.frame_mac != 0;
+    kd_auth_frame_secret(kd.host_id, h->host_id, m.req_id, cn->salt, m.salt, &ch->frame_token,
+                         ch->frame_key);
     atomic_store_explicit(&ch->state, VIA_CHAN_OPEN, memory_order_release);
     cn->chan = ch;
     cn->vi[0] = vi;
@@ -266,7 +283,8 @@ void kd_remote_on_request(struct kd_host *h, const void *body)
 {
     struct via_host_conn_req q;
     memcpy(&q, body, sizeof q);
-    if (q.dst_nic >= kd.nnics || q.dlen > VIA_MAX_DISCRIM || q.req_dlen > VIA_MAX_DISCRIM) {
+    if (q.dst_nic >= kd.nnics || q.dlen > VIA_MAX_DISCRIM || q.req_dlen > VIA_MAX_DISCRIM ||
+        !addr_of_host(h, q.udp_ip)) {
         refuse(h, q.req_id, VIP_INVALID_PARAMETER);
         return;
     }
@@ -332,12 +350,16 @@ static int accept_side(struct kd_conn *cn, struct kd_vi *vi, int *chan_fd, struc
     ch->vi_id[1] = vi->id;
     ch->nic[0] = q->src_nic;
     ch->nic[1] = (uint16_t)vi->nic->index;
-    atomic_store_explicit(&ch->state, VIA_CHAN_OPEN, memory_order_release);
     struct via_host_conn_acc m = {
         .req_id = q->req_id, .acc_vi = vi->id, .acc_nic = (uint16_t)vi->nic->index,
         .udp_port = port, .udp_ip = kd.listen_ip, .reliability = vi->attr.reliability,
         .max_transfer = vi->attr.max_transfer, .rdma_write = vi->attr.rdma_write,
-        .rdma_read = vi->attr.rdma_read};
+        .rdma_read = vi->attr.rdma_read, .frame_mac = q->frame_mac || kd.frame_mac};
+    kd_auth_random(m.salt, sizeof m.salt);
+    ch->frame_mac = m.frame_mac;
+    kd_auth_frame_secret(cn->host->host_id, kd.host_id, q->req_id, q->salt, m.salt,
+                         &ch->frame_token, ch->frame_key);
+    atomic_store_explicit(&ch->state, VIA_CHAN_OPEN, memory_order_release);
     if (!kd_host_send(cn->host, VIA_HOST_CONN_ACC, &m, sizeof m)) {
         close(ufd);
         close(*chan_fd);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kd_auth.h"
 #include "ctl_sock.h"
 #include "via_abi.h"
 #include "vipctl_hostdev.h"
@@ -505,7 +506,10 @@ static void usage(FILE *f)
                "  ping              exit 0 if a vipd answers\n"
                "  env               environment variables and the socket path\n"
                "  doctor            what the host offers for faster links: interfaces,\n"
-               "                    PCI devices, kernel modules, RDMA drivers and devices\n");
+               "                    PCI devices, kernel modules, RDMA drivers and devices\n"
+               "  keygen FILE       a new cluster key (mode 0600) for vipd --listen: copy it\n"
+               "                    to every host (vipd --key FILE, or vipd.key beside the\n"
+               "                    hosts file)\n");
 }
 
 int main(int argc, char **argv)
@@ -549,6 +553,20 @@ int main(int argc, char **argv)
         return cmd_env();
     if (strcmp(cmd, "doctor") == 0)
         return vipctl_doctor();
+    if (strcmp(cmd, "keygen") == 0) {
+        char why[400];
+        if (!arg) {
+            fprintf(stderr, "vipctl: keygen wants the file to write (e.g. vipd.key beside "
+                            "the hosts file)\n");
+            return 2;
+        }
+        if (!kd_auth_keygen(arg, why, sizeof why)) {
+            fprintf(stderr, "vipctl: %s\n", why);
+            return 1;
+        }
+        printf("cluster key written to %s (mode 0600): copy it to every host\n", arg);
+        return 0;
+    }
     if (strcmp(cmd, "shutdown") == 0) {
         size_t len;
         free(call(VIA_CTL_SHUTDOWN, NULL, 0, &len));

@@ -9,6 +9,7 @@
  * of the NIC's turn (turn: one sendmmsg for the turn's packets), and
  * "broken" is the transport giving up on the peer.
  */
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -114,6 +115,14 @@ bool fw_link_udp_init(struct fw_link *l, struct fw_nic *nic, struct via_chan *ch
     u->conn_id = chan->conn_id;
     u->peer_vi = chan->vi_id[1 - side];
     u->reliable = chan->reliability != VIP_SERVICE_UNRELIABLE;
+    u->token = chan->frame_token;
+    u->mac = chan->frame_mac != 0;
+    memcpy(u->mac_key, chan->frame_key, sizeof u->mac_key);
+    if (u->mac && sodium_init() < 0) {
+        close(sock);
+        free(u);
+        return false;
+    }
     u->timeout_ns = fw_net_env_ms("VIP_NET_TIMEOUT_MS", FW_NET_TIMEOUT_MS) * 1000000ull;
     u->rto_ns = fw_net_env_ms("VIP_NET_RTO_MS", 5) * 1000000ull;
     l->ops = &fw_link_udp_ops;

@@ -22,7 +22,8 @@
 #define FW_RTX_WIN 128u  /* frames in flight per connection: one per logical channel */
 #define FW_NET_BATCH 32u /* frames per sendmmsg / recvmmsg */
 #define FW_NET_FRAME_MAX \
-    ((uint32_t)(sizeof(struct via_net_hdr) + sizeof(struct via_wire_hdr) + VIA_MTU))
+    ((uint32_t)(sizeof(struct via_net_hdr) + sizeof(struct via_wire_hdr) + VIA_MTU + \
+                VIA_NET_MAC_BYTES))
 
 /* A frame held back by fault injection (reordered or delayed). */
 struct fw_held_frame {
@@ -66,6 +67,9 @@ struct fw_udp {
     struct fw_nic *nic;
     struct via_net_counters *cnt;
     uint32_t vi_id, conn_id, peer_vi;
+    uint64_t token;         /* the connection's secret: every frame carries it */
+    bool mac;               /* every frame carries a MAC under mac_key */
+    uint8_t mac_key[32];
     bool reliable;          /* the reliable transport; else losses are counted */
     bool failed;            /* given up on the peer */
     bool fail_told;         /* turn() has reported it */

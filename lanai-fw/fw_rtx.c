@@ -26,6 +26,7 @@
  * and counts the frames it never saw as lost.
  */
 #include <poll.h>
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,7 +73,16 @@ void fw_rtx_fini(struct fw_udp *u)
         free(u->spare[i]);
 }
 
-static void seal(struct fw_udp *u, uint8_t *f, uint32_t len)
+/* The frame MAC (vipd --frame-mac): keyed BLAKE2b of the sealed frame. */
+static void frame_mac(const struct fw_udp *u, const uint8_t *f, uint32_t len,
+                      uint8_t mac[VIA_NET_MAC_BYTES])
+{
+    crypto_generichash(mac, VIA_NET_MAC_BYTES, f, len, u->mac_key, sizeof u->mac_key);
+}
+
+/* Our current ack, the check word, and the MAC when the connection has
+ * them: the bytes to send (len, or len + the MAC). */
+static uint32_t seal(struct fw_udp *u, uint8_t *f, uint32_t len)
 {
     struct via_net_hdr *n = (struct via_net_hdr *)f;
     n->ack = u->rcv_next;
@@ -81,6 +91,10 @@ static void seal(struct fw_udp *u, uint8_t *f, uint32_t len)
     u->ack_since = 0;
     n->crc = 0;
     n->crc = via_crc32c(0, f, len);
+    if (!u->mac)
+        return len;
+    frame_mac(u, f, len, f + len);
+    return len + VIA_NET_MAC_BYTES;
 }
 
 /* ---- send side ------------------------------------------------------------------- */
@@ -103,9 +117,9 @@ void fw_rtx_publish(struct fw_udp *u, struct via_wire_hdr *h)
     *(struct via_net_hdr *)s->buf = (struct via_net_hdr){
         .version = VIA_NET_VERSION, .kind = VIA_NET_DATA,
         .chan = (uint8_t)(u->snd_next % FW_RTX_WIN),
-        .flags = u->reliable ? VIA_NET_RELIABLE : 0,
+        .flags = (u->reliable ? VIA_NET_RELIABLE : 0) | (u->mac ? VIA_NET_MAC : 0),
         .len = len - (uint32_t)sizeof(struct via_net_hdr), .conn_id = u->conn_id,
-        .dst_vi = u->peer_vi, .seq = u->snd_next};
+        .dst_vi = u->peer_vi, .seq = u->snd_next, .token = u->token};
     s->len = len;
     s->tries = 0;
     u->reserved = false;
@@ -121,13 +135,13 @@ static void send_range(struct fw_udp *u, uint32_t from, uint32_t to, uint64_t no
     unsigned n = 0;
     for (uint32_t q = from; q != to; q++) {
         struct fw_rtx_slot *s = &u->tx[q % FW_RTX_WIN];
-        seal(u, s->buf, s->len);
+        uint32_t wire = seal(u, s->buf, s->len);
         if (!s->tries)
             s->first_ns = now;
         s->tries++;
         s->sent_ns = now;
         buf[n] = s->buf;
-        len[n++] = s->len;
+        len[n++] = wire;
         if (n == FW_NET_BATCH) {
             fw_fault_send(u, buf, len, n);
             n = 0;
@@ -140,13 +154,13 @@ static void send_range(struct fw_udp *u, uint32_t from, uint32_t to, uint64_t no
 
 static void send_control(struct fw_udp *u, uint8_t kind, uint32_t seq, uint32_t why)
 {
-    uint8_t f[sizeof(struct via_net_hdr)];
+    _Alignas(8) uint8_t f[sizeof(struct via_net_hdr) + VIA_NET_MAC_BYTES];
     *(struct via_net_hdr *)f = (struct via_net_hdr){
-        .version = VIA_NET_VERSION, .kind = kind, .flags = u->reliable ? VIA_NET_RELIABLE : 0,
-        .conn_id = u->conn_id, .dst_vi = u->peer_vi, .seq = seq, .why = why};
-    seal(u, f, sizeof f);
+        .version = VIA_NET_VERSION, .kind = kind,
+        .flags = (u->reliable ? VIA_NET_RELIABLE : 0) | (u->mac ? VIA_NET_MAC : 0),
+        .conn_id = u->conn_id, .dst_vi = u->peer_vi, .seq = seq, .why = why, .token = u->token};
     uint8_t *b = f;
-    uint32_t l = sizeof f;
+    uint32_t l = seal(u, f, sizeof(struct via_net_hdr));
     fw_fault_send(u, &b, &l, 1);
     fw_net_count(kind == VIA_NET_ACK ? &u->cnt->acks_sent : &u->cnt->nacks_sent, 1);
     if (kind == VIA_NET_ACK)
@@ -183,10 +197,21 @@ static bool frame_ok(struct fw_udp *u, const uint8_t *f, uint32_t len)
         fw_net_count(&u->cnt->bad_version, 1);
         return false;
     }
-    if (n.len != len - sizeof n ||
+    /* A connection with frame MACs takes only frames with a good one. */
+    uint32_t tail = u->mac ? VIA_NET_MAC_BYTES : 0;
+    if (len < sizeof n + tail || n.len != len - sizeof n - tail ||
         (n.kind == VIA_NET_DATA ? n.len < sizeof(struct via_wire_hdr) : n.len != 0)) {
         fw_net_count(&u->cnt->bad_short, 1);
         return false;
+    }
+    if (u->mac) {
+        uint8_t want[VIA_NET_MAC_BYTES];
+        len -= tail;
+        frame_mac(u, f, len, want);
+        if (!(n.flags & VIA_NET_MAC) || sodium_memcmp(want, f + len, sizeof want) != 0) {
+            fw_net_count(&u->cnt->bad_crc, 1);
+            return false;
+        }
     }
     uint32_t crc = n.crc;
     ((struct via_net_hdr *)(void *)f)->crc = 0; /* our own copy of the frame */
@@ -194,7 +219,7 @@ static bool frame_ok(struct fw_udp *u, const uint8_t *f, uint32_t len)
         fw_net_count(&u->cnt->bad_crc, 1);
         return false;
     }
-    if (n.conn_id != u->conn_id || n.dst_vi != u->vi_id ||
+    if (n.conn_id != u->conn_id || n.dst_vi != u->vi_id || n.token != u->token ||
         ((n.flags & VIA_NET_RELIABLE) != 0) != u->reliable) {
         fw_net_count(&u->cnt->bad_vi, 1);
         return false;
@@ -293,6 +318,8 @@ static void rx_drain(struct fw_udp *u)
         for (unsigned i = 0; i < n; i++) {
             if (!frame_ok(u, u->spare[i], len[i]))
                 continue;
+            if (u->mac)
+                len[i] -= VIA_NET_MAC_BYTES; /* checked: the frame is what it covers */
             struct via_net_hdr h;
             memcpy(&h, u->spare[i], sizeof h);
             acked(u, h.ack);

@@ -26,6 +26,7 @@
 
 #include "lib/tlib.h"
 #include "lib/tpp.h"
+#include "lib/thosts.h"
 #include "lib/tvipd.h"
 
 #define NS_PORT 7400 /* the namespaces are fresh: any port is free there */
@@ -91,8 +92,12 @@ static void pair_down(struct netns_pair *p)
         for (unsigned i = 0; i < 2; i++)
             sh("ip netns del %s", p->ns[i]); /* takes its end of the veth with it */
     p->made = 0;
-    if (p->file[0])
+    if (p->file[0]) {
         unlink(p->file);
+        char key[160];
+        snprintf(key, sizeof key, "%s/vipd.key", p->dir);
+        unlink(key);
+    }
     if (p->dir[0])
         rmdir(p->dir);
     p->file[0] = p->dir[0] = 0;
@@ -169,6 +174,10 @@ static int pair_up(struct netns_pair *p, const char *link)
     for (unsigned i = 0; i < 2; i++)
         fprintf(f, "host%u %s:%u\n", i, p->addr[i], NS_PORT);
     fclose(f);
+    char key[160];
+    snprintf(key, sizeof key, "%s/vipd.key", p->dir);
+    if (thosts_keygen(key) != 0)
+        goto fail;
     for (unsigned i = 0; i < 2; i++) {
         char listen[32];
         snprintf(listen, sizeof listen, "%s:%u", p->addr[i], NS_PORT);

@@ -64,6 +64,7 @@
 
 #define CONN 0x5151u
 #define OUR_VI 7u
+#define TOKEN 0x70c3e5a1d2b49f86ull /* the connection's secret */
 #define PEER_VI 11u
 #define MAX_FRAMES 256u
 #define MAX_SENT_PER_SEQ 4u
@@ -174,7 +175,8 @@ static NO_COV uint64_t *expected_verdict(struct harness *H, const uint8_t *f, ui
     free(copy);
     if (!crc_ok)
         return &H->bad_crc;
-    if (n.conn_id != CONN || n.dst_vi != OUR_VI || ((n.flags & VIA_NET_RELIABLE) != 0) != H->reliable)
+    if (n.conn_id != CONN || n.dst_vi != OUR_VI || n.token != TOKEN ||
+        ((n.flags & VIA_NET_RELIABLE) != 0) != H->reliable)
         return &H->bad_vi;
     return NULL;
 }
@@ -196,7 +198,7 @@ static NO_COV void drain_peer(struct harness *H)
         CHECK(n.version == VIA_NET_VERSION);
         CHECK(n.kind >= VIA_NET_DATA && n.kind < VIA_NET_NKINDS);
         CHECK(n.len == len - NET_HDR);
-        CHECK(n.conn_id == CONN && n.dst_vi == PEER_VI);
+        CHECK(n.conn_id == CONN && n.dst_vi == PEER_VI && n.token == TOKEN);
         CHECK(((n.flags & VIA_NET_RELIABLE) != 0) == H->reliable);
         uint32_t crc = n.crc;
         ((struct via_net_hdr *)(void *)f)->crc = 0;
@@ -271,7 +273,9 @@ static NO_COV void op_data(struct harness *H, struct input *in)
         .version = (flags & 0x10) ? 0 : VIA_NET_VERSION, .kind = VIA_NET_DATA,
         .flags = rel ? VIA_NET_RELIABLE : 0, .len = len - NET_HDR,
         .conn_id = CONN + ((flags & 0x02) ? 1u : 0u), .dst_vi = OUR_VI + ((flags & 0x04) ? 1u : 0u),
-        .seq = H->u->rcv_next + (uint32_t)(int32_t)seqd, .ack = ack};
+        .seq = H->u->rcv_next + (uint32_t)(int32_t)seqd, .ack = ack,
+        /* a frame from off the connection: all right but the secret */
+        .token = TOKEN ^ (!(flags & 0x40) && (fdelta & 1) ? 1u : 0u)};
     n.chan = (uint8_t)(n.seq % FW_RTX_WIN);
     memcpy(f, &n, sizeof n);
     seal_frame(f, len);
@@ -316,7 +320,7 @@ static NO_COV void op_control(struct harness *H, struct input *in)
     struct via_net_hdr n = {
         .version = VIA_NET_VERSION, .kind = (uint8_t)(kind % 4),
         .flags = H->reliable ? VIA_NET_RELIABLE : 0, .conn_id = CONN, .dst_vi = OUR_VI,
-        .seq = seq, .ack = ack, .why = why};
+        .seq = seq, .ack = ack, .why = why, .token = TOKEN};
     memcpy(f, &n, sizeof f);
     seal_frame(f, sizeof f);
     peer_send(H, f, sizeof f);
@@ -410,6 +414,7 @@ static NO_COV bool harness_init(struct harness *H, bool reliable)
     u->cnt = &H->cnt;
     u->vi_id = OUR_VI;
     u->conn_id = CONN;
+    u->token = TOKEN;
     u->peer_vi = PEER_VI;
     u->reliable = reliable;
     /* No timer fires inside a run: what happens must follow from the input. */

@@ -4,6 +4,7 @@
 #include "thosts.h"
 
 #include <arpa/inet.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,16 @@ static uint16_t free_port(void)
     return p;
 }
 
+int thosts_keygen(const char *path)
+{
+    const char *ctl = getenv("TL_VIPCTL");
+    char cmd[PATH_MAX + 256];
+    if (!ctl || !*ctl)
+        return -1;
+    snprintf(cmd, sizeof cmd, "'%s' keygen '%s' >/dev/null", ctl, path);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
 static int start_once(struct thosts *h, unsigned n, const char *const *extra)
 {
     memset(h, 0, sizeof *h);
@@ -43,6 +54,11 @@ static int start_once(struct thosts *h, unsigned n, const char *const *extra)
         fprintf(f, "host%u 127.0.0.1:%u\n", i, h->port[i]);
     }
     fclose(f);
+    /* The cluster key the vipds prove themselves with, made as a user
+     * makes it (vipd finds it beside the hosts file). */
+    snprintf(h->key, sizeof h->key, "%s/vipd.key", h->dir);
+    if (thosts_keygen(h->key) != 0)
+        goto fail;
     for (unsigned i = 0; i < n; i++) {
         char listen[32];
         snprintf(listen, sizeof listen, "127.0.0.1:%u", h->port[i]);
@@ -95,9 +111,11 @@ void thosts_stop(struct thosts *h)
     h->n = 0;
     if (h->file[0])
         unlink(h->file);
+    if (h->key[0])
+        unlink(h->key);
     if (h->dir[0])
         rmdir(h->dir);
-    h->file[0] = h->dir[0] = 0;
+    h->file[0] = h->dir[0] = h->key[0] = 0;
 }
 
 void thosts_use(const struct thosts *h, unsigned i)

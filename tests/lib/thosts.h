@@ -21,7 +21,7 @@ struct thosts {
     struct tvipd v[THOSTS_MAX];
     char sock[THOSTS_MAX][96];
     uint16_t port[THOSTS_MAX];
-    char dir[64], file[96];
+    char dir[64], file[96], key[96]; /* key: the cluster key, beside the hosts file */
 };
 
 /* Start n vipds; extra: more vipd arguments for every one (NULL-terminated,
@@ -34,5 +34,7 @@ void thosts_stop(struct thosts *h);
 void thosts_quick_failures(void);
 /* In a child: talk to host i's vipd from now on. */
 void thosts_use(const struct thosts *h, unsigned i);
+/* A new cluster key at path (vipctl keygen, found by $TL_VIPCTL): 0 or -1. */
+int thosts_keygen(const char *path);
 
 #endif
