@@ -300,6 +300,10 @@ $(B)/fuzz/fuzz_ctl: $(B)/obj/tests/fuzz/fuzz_ctl.o $(call obj,$(FUZZ_VIPD))
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(SODIUM_LIBS) -lpthread -lm
 
+$(B)/fuzz/fuzz_host: $(B)/obj/tests/fuzz/fuzz_host.o $(call obj,$(FUZZ_VIPD))
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(SODIUM_LIBS) -lpthread -lm
+
 $(B)/fuzz/fuzz_wire: $(B)/obj/tests/fuzz/fuzz_wire.o $(call obj,$(TEST_LIB) $(TFW_LIB)) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(SODIUM_LIBS) -lcunit -lpthread -lm

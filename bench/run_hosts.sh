@@ -12,6 +12,8 @@
 #   4-byte one-way latency (median, RTT/2)    VIPL / UDP, target <= 3x
 #   1 MiB bandwidth                           VIPL / UDP, target >= 50%
 #   1 MiB goodput under 1% loss               lossy / lossless pair of vipds
+#   4 B latency and 1 MiB bandwidth, --frame-mac   MACed / token-only pair (the cost of
+#                                             authenticating every frame)
 #
 # Then the libfabric link (a pair of vipds with --link ofi, provider
 # tcp;ofi_rxm) against libfabric itself between two processes, same
@@ -130,24 +132,29 @@ runs() {
 BASE=$((20000 + $$ % 20000))
 start_pair clean $BASE || exit 1
 start_pair lossy $((BASE + 2)) --faults drop=0.01 || exit 1
+start_pair mac $((BASE + 6)) --frame-mac || exit 1
 
-vip_lat() { across clean "$BIN/vip_send_lat" -s 4 -n $LAT_N | col 4 4; }
+vip_lat() { across "${1:-clean}" "$BIN/vip_send_lat" -s 4 -n $LAT_N | col 4 4; }
 udp_lat() { "$BIN/udp_pingpong" lat 4 $LAT_N | awk '{ print $4 }'; }
 vip_bw() { across "$1" "$BIN/vip_send_bw" -s 1M -n $BW_N | col 1048576 4; }
 udp_bw() { "$BIN/udp_pingpong" bw 1048576 $BW_N | awk '{ print $4 }'; }
 
 # ours and the reference alternate (this machine's speed changes from
 # second to second; two blocks of runs would compare two speeds)
-lat_v_all= lat_u_all= bw_v_all= bw_u_all= bw_l_all=
+lat_v_all= lat_u_all= bw_v_all= bw_u_all= bw_l_all= lat_m_all= bw_m_all=
 i=0
 while [ $i -lt $RUNS ]; do
     lat_v_all="$lat_v_all $(vip_lat)"
+    lat_m_all="$lat_m_all $(vip_lat mac)"
     lat_u_all="$lat_u_all $(udp_lat)"
     bw_v_all="$bw_v_all $(vip_bw clean)"
+    bw_m_all="$bw_m_all $(vip_bw mac)"
     bw_u_all="$bw_u_all $(udp_bw)"
     bw_l_all="$bw_l_all $(vip_bw lossy)"
     i=$((i + 1))
 done
+lat_m=$(med $lat_m_all)
+bw_m=$(med $bw_m_all)
 lat_v=$(med $lat_v_all)
 lat_u=$(med $lat_u_all)
 bw_v=$(med $bw_v_all)
@@ -160,6 +167,14 @@ ratio_line time "4 B one-way latency" "$lat_v" UDP "$lat_u" us 3
 ratio_line rate "1 MiB bandwidth" "$bw_v" UDP "$bw_u" MB/s 0.5
 awk -v l="$bw_l" -v v="$bw_v" 'BEGIN {
     r = l / v; printf "  1 MiB goodput, 1%% loss: VIPL %8.1f MB/s, no loss %8.1f MB/s: %5.0f%% of it\n", l, v, 100 * r }'
+# What authentication costs: the control path's handshake and MACs are
+# paid per connection, not per message; every frame carries the
+# connection's token (one compare); --frame-mac adds a keyed BLAKE2b per
+# frame each way. The pair with frame MACs against the one without:
+awk -v m="$lat_m" -v v="$lat_v" 'BEGIN {
+    printf "  4 B one-way, --frame-mac : %8.2f us, token only %8.2f us: %5.2fx\n", m, v, m / v }'
+awk -v m="$bw_m" -v v="$bw_v" 'BEGIN {
+    printf "  1 MiB bandwidth, --frame-mac: %7.1f MB/s, token only %7.1f MB/s: %5.0f%%\n", m, v, 100 * m / v }'
 for side in a b; do
     "$BIN/vipctl" -s "$WORK/lossy-$side.sock" net
 done | awk '/^(retransmits|nacks_got|fault_drop) / { n[$1] += $2 }

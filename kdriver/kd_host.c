@@ -573,6 +573,8 @@ void kd_host_events(const struct pollfd *p, size_t n)
             if (strangers[s].since_ns < strangers[slot].since_ns)
                 slot = s;
         }
+        int one = 1; /* a handshake and control messages: each goes at once */
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         link_open(&strangers[slot], fd);
     }
 }
