@@ -222,8 +222,15 @@ struct via_status_page {
     _Atomic uint32_t pid;
     _Atomic uint64_t trace_head;
     _Atomic uint64_t progress_calls;
+    /* What vipd alone decides for this session's NIC, here and not in the
+     * NIC page (which every process on the NIC writes): the doorbell pairs
+     * the firmware scans (vipd updates it as VIs come and go) and the clock. */
+    _Atomic uint32_t scan_slots;
+    uint32_t clock;          /* enum via_clock */
+    _Atomic uint32_t nvis;   /* VIs on the NIC, every process's */
+    uint32_t pad0;
     struct via_net_counters net; /* the session's UDP links (via_net.h) */
-    uint8_t pad[VIA_PAGE_SIZE - 24 - sizeof(struct via_net_counters)];
+    uint8_t pad[VIA_PAGE_SIZE - 40 - sizeof(struct via_net_counters)];
     struct via_trace_rec trace[VIA_TRACE_SLOTS];
 };
 static_assert(sizeof(struct via_status_page) == VIA_PAGE_SIZE + 32 * VIA_TRACE_SLOTS,
@@ -461,10 +468,9 @@ enum via_clock { VIA_CLOCK_REAL = 0, VIA_CLOCK_VIRTUAL = 1 };
 
 struct via_nic_page {
     struct via_profile prof;
-    _Alignas(64) _Atomic uint32_t lock;   /* holder's pid, 0 = free (see fw_sched.c) */
-    _Atomic uint32_t scan_slots;          /* doorbell pairs the firmware scans */
-    uint32_t clock;                       /* enum via_clock: vipd sets it once */
-    uint32_t pad0;
+    /* Only what every process on the NIC must share: the modelled
+     * resources' busy times, claimed without a lock (fw_sched.c). */
+    _Alignas(64) uint32_t pad0[4];
     _Atomic uint64_t lanai_busy_until;    /* LANai processor */
     _Atomic uint64_t lanai_idle_since;
     _Atomic uint64_t hdma_busy_until;     /* host DMA engine and I/O bus */

@@ -100,6 +100,7 @@ struct kd_nic {
     struct via_profile prof;
     struct via_nic_page *page; /* vipd's mapping of the NIC page */
     int page_fd;               /* kept open: handed to every session (HELLO) */
+    uint32_t scan_slots;       /* doorbell pairs its firmware scans (sessions' pages) */
     struct kd_vi *vi[VIA_MAX_VI];
     unsigned nvis;
     /* Counters of destroyed VIs, so NIC totals survive their programs. */
@@ -376,13 +377,14 @@ bool kd_user_may_register(uid_t uid, uint64_t len, struct kd_reply *r);
 bool kd_nic_init(unsigned nnics, const char *const *profiles, const char *dir);
 void kd_nic_fini(void); /* unmap and close the NIC pages */
 void kd_nic_addr(unsigned index, uint8_t out[VIA_NIC_ADDR_LEN]);
-/* Recompute the NIC page's scan_slots after a VI came or went. */
+/* Recompute the NIC's scan_slots (in its sessions' status pages) after a
+ * VI came or went. */
 void kd_nic_scan_update(struct kd_nic *nic);
 /* VIs the NIC can hold: a paced card keeps one SRAM page per VI. */
 uint32_t kd_nic_max_vi(const struct kd_nic *nic);
-/* A session of process pid on nic has ended (and left kd.sessions): free
- * the NIC lock if pid held it; reset the modelled clocks if nobody is left. */
-void kd_nic_session_gone(struct kd_nic *nic, pid_t pid);
+/* A session on nic has ended (and left kd.sessions): reset the modelled
+ * clocks if nobody is left. */
+void kd_nic_session_gone(struct kd_nic *nic);
 
 /* ---- memory (kd_mem.c) ------------------------------------------------------------ */
 bool kd_ptag_owned(const struct kd_session *s, uint32_t ptag);

@@ -590,7 +590,7 @@ static void earliest(uint64_t *d, uint64_t t)
 uint64_t kd_host_next_deadline(void)
 {
     uint64_t d = 0;
-    for (unsigned s = 0; s < KD_MAX_STRANGERS; s++)
+    for (unsigned s = 0; listen_fd >= 0 && s < KD_MAX_STRANGERS; s++)
         if (strangers[s].fd >= 0)
             earliest(&d, strangers[s].since_ns + kd.host_timeout_ns);
     for (unsigned i = 0; i < kd.nnethosts; i++) {
@@ -612,8 +612,8 @@ uint64_t kd_host_next_deadline(void)
 void kd_host_tick(uint64_t now)
 {
     /* A handshake takes one round trip: one not done within the host
-     * timeout never will be. */
-    for (unsigned s = 0; s < KD_MAX_STRANGERS; s++)
+     * timeout never will be. (No strangers but with a listening socket.) */
+    for (unsigned s = 0; listen_fd >= 0 && s < KD_MAX_STRANGERS; s++)
         if (strangers[s].fd >= 0 && now - strangers[s].since_ns >= kd.host_timeout_ns) {
             kd_warn("a connection to our --listen port did not complete the handshake in "
                     "time: closed");

@@ -65,7 +65,7 @@ bool kd_nic_init(unsigned nnics, const char *const *profiles, const char *dir)
             goto fail;
         }
         nic->page->prof = nic->prof;
-        nic->page->clock = kd.clock;
+        nic->scan_slots = 1; /* no VI yet: the command queue only */
         if (kd.clock == VIA_CLOCK_VIRTUAL && !nic->prof.paced) {
             fprintf(stderr, "vipd: via%u: virtual time needs a paced profile (sbus, pci), and "
                             "'%s' has no model time: run it with --clock real, or give every "
@@ -102,23 +102,23 @@ void kd_nic_scan_update(struct kd_nic *nic)
             slots = id + 1;
             break;
         }
-    atomic_store_explicit(&nic->page->scan_slots, slots, memory_order_release);
-}
-
-void kd_nic_session_gone(struct kd_nic *nic, pid_t pid)
-{
-    struct via_nic_page *np = nic->page;
-    bool others = false, same_pid = false;
+    nic->scan_slots = slots;
     for (struct kd_session *s = kd.sessions; s; s = s->next)
         if (s->nic == nic) {
-            others = true;
-            if (s->pid == pid)
-                same_pid = true;
+            atomic_store_explicit(&s->st->scan_slots, slots, memory_order_release);
+            atomic_store_explicit(&s->st->nvis, nic->nvis, memory_order_release);
         }
+}
+
+void kd_nic_session_gone(struct kd_nic *nic)
+{
+    struct via_nic_page *np = nic->page;
+    bool others = false;
+    for (struct kd_session *s = kd.sessions; s; s = s->next)
+        others |= s->nic == nic;
     if (!others) {
         /* Nobody is left to release what a dead client reserved: the NIC
          * is idle and free from now on. */
-        atomic_store(&np->lock, 0);
         atomic_store(&np->lanai_busy_until, 0);
         atomic_store(&np->lanai_idle_since, 0);
         atomic_store(&np->hdma_busy_until, 0);
@@ -129,12 +129,7 @@ void kd_nic_session_gone(struct kd_nic *nic, pid_t pid)
             atomic_store(&np->stage_cnt[i], 0);
         }
         kd_debug("via%u: last session ended: modelled clocks reset", nic->index);
-        return;
     }
-    /* Another session of the same process may hold the lock legitimately. */
-    uint32_t holder = (uint32_t)pid;
-    if (!same_pid && atomic_compare_exchange_strong(&np->lock, &holder, 0))
-        kd_info("via%u: pid %d ended holding the NIC lock: freed it", nic->index, (int)pid);
 }
 
 /* The NICs the emulated switch reaches from the session's own: all the others
@@ -208,7 +203,7 @@ void kd_op_get_profile(struct kd_client *c, uint64_t cookie, const void *body, s
         return;
     a->prof = nic->prof; /* vipd's own copy: clients can write the page */
     a->max_vi = kd_nic_max_vi(nic);
-    a->scan_slots = atomic_load(&nic->page->scan_slots);
+    a->scan_slots = nic->scan_slots;
     for (unsigned i = 0; i < VIA_ST_NSTAGES_MAX; i++) {
         a->stage_ns[i] = atomic_load(&nic->page->stage_ns[i]);
         a->stage_cnt[i] = atomic_load(&nic->page->stage_cnt[i]);

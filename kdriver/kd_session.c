@@ -176,11 +176,14 @@ static void op_hello(struct kd_client *c, uint64_t cookie, const void *body, str
         goto shmfail;
     atomic_store(&s->st->trace_on, kd.trace_on ? 1u : 0u);
     atomic_store(&s->st->pid, (uint32_t)c->pid);
+    s->st->clock = kd.clock;
 
     s->id = ++kd.next_session_id;
     if (s->id == 0)
         s->id = ++kd.next_session_id;
     s->nic = &kd.nic[q->nic];
+    atomic_store(&s->st->scan_slots, s->nic->scan_slots);
+    atomic_store(&s->st->nvis, s->nic->nvis);
     /* The kernel's pid and uid, not what the client claims. */
     s->pid = c->pid;
     s->uid = c->uid;
@@ -519,7 +522,7 @@ void kd_session_end(struct kd_session *s, const char *why)
         kd.last_session_end_ns = kd_now_ns();
     kd_info("session %u (pid %d, %s) ended (%s): freed %u VIs, %u regions, %u CQs", s->id,
             (int)s->pid, s->progname, why, nvis, nregions, ncqs);
-    kd_nic_session_gone(s->nic, s->pid); /* s is off kd.sessions by now */
+    kd_nic_session_gone(s->nic); /* s is off kd.sessions by now */
     session_free_pages(s);
 }
 

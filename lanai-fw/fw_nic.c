@@ -45,7 +45,7 @@ struct fw_nic *nic_create(const struct nic_params *p)
     nic->prof_own = p->prof ? *p->prof : p->np->prof;
     nic->prof = &nic->prof_own;
     nic->paced = nic->prof_own.paced != 0;
-    if (nic->paced && p->np && p->np->clock == VIA_CLOCK_VIRTUAL)
+    if (nic->paced && p->st && p->st->clock == VIA_CLOCK_VIRTUAL)
         fw_vclock_start(nic->prof);
     static const _Atomic uint32_t never;
     nic->stage_trace = nic->paced ? &never : &nic->st->trace_on;
@@ -120,6 +120,7 @@ struct fw_vi *nic_vi_create(struct fw_nic *nic, struct via_vi_page *db,
     }
     vi->gen = ++nic->vi_gen;
     nic->vis[p->vi_id] = vi;
+    atomic_fetch_add(&nic->nvis_own, 1);
     pthread_mutex_unlock(&nic->lock);
     return vi;
 }
@@ -129,6 +130,7 @@ void nic_vi_destroy(struct fw_vi *vi)
     struct fw_nic *nic = vi->nic;
     pthread_mutex_lock(&nic->lock);
     nic->vis[vi->vi_id] = NULL;
+    atomic_fetch_sub(&nic->nvis_own, 1);
     pthread_mutex_unlock(&nic->lock);
     /* Nobody finds it any more; wait for those who already did. */
     while (atomic_load_explicit(&vi->refs, memory_order_acquire) != 1)

@@ -9,15 +9,21 @@
  * held until real time reaches its modelled time (fw_release_due), so a
  * program can never observe the NIC being faster than the model.
  *
- * Claims are made in the order the NIC code reaches them; the lock is a
- * spinlock holding the claimer's pid, taken over if that process died.
+ * Claims are made in the order the NIC code reaches them, each a
+ * compare-and-swap on its resource's word: there is no lock for a process
+ * to hold.
  *
  * Everything here is in a page every process on the NIC may write, and a
- * process may distort its own timing but never stop the others': a time
- * read from the page (or from a peer's packet) is taken no further ahead
- * of now than FW_SCHED_AHEAD_NS, and a lock held longer than
- * FW_SCHED_LOCK_NS by anyone, alive or not, is taken over (a legitimate
- * holder keeps it for a few hundred nanoseconds).
+ * process may distort its own timing but never delay another's message by
+ * more than the model's own worst case: a busy time read from the page is
+ * believed only up to the end of this process's own claims (kept
+ * privately) plus one largest transaction of every other VI on the NIC
+ * (each VI's pipelines hold one claim at a time; the VI count is vipd's,
+ * in this session's status page, less this NIC handle's own VIs); a
+ * peer's packet's arrival time, up to that and one largest transaction
+ * more (the peer's own backlog). A forged time is then
+ * overwritten by the next claim: a process with no VI of its own delays
+ * nobody, one with VIs no more than its VIs' largest messages could.
  */
 #include <errno.h>
 #include <signal.h>
@@ -26,51 +32,86 @@
 #include "fw.h"
 #include "fw_hal.h"
 
-#define FW_SCHED_AHEAD_NS 1000000000ull /* 1 s: more backlog than any real NIC queue */
 /* Virtual time: a peer may be far ahead of us (it computed meanwhile). */
 #define FW_SCHED_AHEAD_VIRTUAL_NS 3600000000000ull /* an hour */
-#define FW_SCHED_LOCK_NS 20000000ull    /* 20 ms */
 
-static void np_lock(struct via_nic_page *np)
+/* The doorbell pairs the firmware scans, as vipd says (our status page). */
+static uint32_t scan_slots(const struct fw_nic *nic)
 {
-    uint32_t me = (uint32_t)getpid(), spins = 0;
-    uint64_t since = 0;
-    for (;;) {
-        uint32_t free_ = 0;
-        if (atomic_compare_exchange_weak_explicit(&np->lock, &free_, me, memory_order_acquire,
-                                                  memory_order_relaxed))
-            return;
-        if (++spins % 1024 == 0) {
-            uint64_t now = hal_now_ns();
-            if (!since)
-                since = now;
-            /* Held for long: its holder died, or holds it to stop us. */
-            uint32_t holder = atomic_load(&np->lock);
-            bool dead = holder && kill((pid_t)holder, 0) < 0 && errno == ESRCH;
-            if (holder && (dead || now - since > FW_SCHED_LOCK_NS) &&
-                atomic_compare_exchange_strong(&np->lock, &holder, me))
-                return;
-        }
-        hal_cpu_relax();
+    uint32_t slots = nic->st ? atomic_load_explicit(&nic->st->scan_slots, memory_order_relaxed) : 0;
+    if (slots < 2)
+        slots = 2;
+    return slots > VIA_MAX_VI + 1 ? VIA_MAX_VI + 1 : slots;
+}
+
+/* The LANai time one VI may hold claimed at once: its send, the read
+ * response it serves and its receive, each of the largest size. */
+static uint64_t vi_worst(struct fw_nic *nic)
+{
+    if (!nic->vi_worst_ns) {
+        const struct via_profile *p = nic->prof;
+        double send = 0, recv = 0;
+        for (enum via_stage st = VIA_ST_T2_BELL; st <= VIA_ST_T6_UPDT; st++)
+            send += fw_cost_stage(p, st, FW_EXT_STANDARD, VIA_MAX_TRANSFER, VIA_MAX_SEGS);
+        for (enum via_stage st = VIA_ST_R3_RECEIVE; st <= VIA_ST_R6_UPDT; st++)
+            recv += fw_cost_stage(p, st, FW_EXT_STANDARD, VIA_MAX_TRANSFER, VIA_MAX_SEGS);
+        nic->vi_worst_ns = (uint64_t)(2 * send + recv) + 1;
     }
+    return nic->vi_worst_ns;
 }
 
-/* A time read from shared state, no further ahead than the window. */
-static uint64_t ahead_bounded(uint64_t t, uint64_t now)
+uint64_t fw_sched_window_ns(struct fw_nic *nic)
 {
-    uint64_t w = fw_vclock_on() ? FW_SCHED_AHEAD_VIRTUAL_NS : FW_SCHED_AHEAD_NS;
-    return t > now + w ? now + w : t;
+    uint32_t all = nic->st ? atomic_load_explicit(&nic->st->nvis, memory_order_relaxed) : 0;
+    uint32_t own = atomic_load_explicit(&nic->nvis_own, memory_order_relaxed);
+    if (all > VIA_MAX_VI)
+        all = VIA_MAX_VI;
+    return all > own ? (uint64_t)(all - own) * vi_worst(nic) : 0;
 }
 
-static void np_unlock(struct via_nic_page *np)
+/* The latest time a shared busy word may hold that we believe. */
+static uint64_t belief(struct fw_nic *nic, uint64_t now)
 {
-    atomic_store_explicit(&np->lock, 0, memory_order_release);
+    if (fw_vclock_on())
+        return now + FW_SCHED_AHEAD_VIRTUAL_NS;
+    uint64_t own = atomic_load_explicit(&nic->own_until, memory_order_relaxed);
+    return (own > now ? own : now) + fw_sched_window_ns(nic);
 }
 
-/* A busy-until time of the shared page, bounded. */
-static uint64_t ld(_Atomic uint64_t *x)
+static uint64_t bounded(uint64_t t, uint64_t limit)
 {
-    return ahead_bounded(atomic_load_explicit(x, memory_order_relaxed), hal_model_now_ns());
+    return t > limit ? limit : t;
+}
+
+/* A busy-until word of the shared page, as far as it is believed. */
+static uint64_t ld(struct fw_nic *nic, _Atomic uint64_t *x)
+{
+    return bounded(atomic_load_explicit(x, memory_order_relaxed),
+                   belief(nic, hal_model_now_ns()));
+}
+
+static void own_claim(struct fw_nic *nic, uint64_t end)
+{
+    uint64_t cur = atomic_load_explicit(&nic->own_until, memory_order_relaxed);
+    while (end > cur && !atomic_compare_exchange_weak_explicit(&nic->own_until, &cur, end,
+                                                               memory_order_relaxed,
+                                                               memory_order_relaxed))
+        ;
+}
+
+/* Take `dur` of the resource *w from the first moment >= ready it is free
+ * (as far as believed): the start. A forged far time is overwritten. */
+static uint64_t take(struct fw_nic *nic, _Atomic uint64_t *w, uint64_t ready, uint64_t dur)
+{
+    uint64_t limit = belief(nic, hal_model_now_ns());
+    uint64_t cur = atomic_load_explicit(w, memory_order_relaxed), start;
+    do {
+        uint64_t busy = bounded(cur, limit);
+        start = ready > busy ? ready : busy;
+    } while (!atomic_compare_exchange_weak_explicit(w, &cur, start + dur, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    own_claim(nic, start + dur);
+    return start;
 }
 
 /* A uniform draw in [0, 1): the phase of an unsynchronised clock. In
@@ -103,14 +144,9 @@ static uint64_t doorbell_found(const struct fw_nic *nic, uint32_t vi_id, uint64_
                                uint64_t busy_until, bool ext_fw)
 {
     const struct via_profile *p = nic->prof;
-    const struct via_nic_page *np = nic->np;
     if (p->hw_doorbell)
         return ring_ns;
-    uint32_t slots = atomic_load_explicit(&np->scan_slots, memory_order_relaxed);
-    if (slots < 2)
-        slots = 2;
-    if (slots > VIA_MAX_VI + 1)
-        slots = VIA_MAX_VI + 1;
+    uint32_t slots = scan_slots(nic);
     uint32_t slot = vi_id < slots - 1 ? vi_id : slots - 2;
     if (ring_ns <= busy_until)
         return busy_until + (uint64_t)((slot + 1) * fw_pair_poll(p, ext_fw));
@@ -132,11 +168,11 @@ static uint64_t packet_noticed(const struct fw_nic *nic, uint64_t arrive_ns, uin
     return arrive_ns + (uint64_t)(phase() * step);
 }
 
-static uint64_t claim(struct via_nic_page *np, uint64_t ready, uint64_t dur)
+/* The LANai for dur from ready: the start. */
+static uint64_t claim(struct fw_nic *nic, uint64_t ready, uint64_t dur)
 {
-    uint64_t busy = ld(&np->lanai_busy_until);
-    uint64_t start = ready > busy ? ready : busy;
-    atomic_store_explicit(&np->lanai_busy_until, start + dur, memory_order_relaxed);
+    struct via_nic_page *np = nic->np;
+    uint64_t start = take(nic, &np->lanai_busy_until, ready, dur);
     atomic_store_explicit(&np->lanai_idle_since, start + dur, memory_order_relaxed);
     return start;
 }
@@ -145,29 +181,28 @@ uint64_t fw_sched_send(struct fw_nic *nic, uint32_t vi_id, uint64_t ring_ns, uin
                        bool ext_fw)
 {
     struct via_nic_page *np = nic->np;
-    np_lock(np);
-    uint64_t found = doorbell_found(nic, vi_id, ring_ns, ld(&np->lanai_busy_until), ext_fw);
-    uint64_t start = claim(np, found, dur);
-    atomic_store_explicit(&np->hdma_busy_until, start + dur, memory_order_relaxed);
-    np_unlock(np);
+    uint64_t found = doorbell_found(nic, vi_id, ring_ns, ld(nic, &np->lanai_busy_until), ext_fw);
+    uint64_t start = claim(nic, found, dur);
+    /* the host DMA engine and I/O bus serve the send meanwhile */
+    uint64_t hdma = atomic_load_explicit(&np->hdma_busy_until, memory_order_relaxed);
+    while (hdma < start + dur &&
+           !atomic_compare_exchange_weak_explicit(&np->hdma_busy_until, &hdma, start + dur,
+                                                  memory_order_relaxed, memory_order_relaxed))
+        ;
     return start;
 }
 
 uint64_t fw_sched_recv(struct fw_nic *nic, uint64_t arrive_ns, uint64_t dur)
 {
     struct via_nic_page *np = nic->np;
-    /* A peer's packet says when it arrives: believed within the window. */
-    arrive_ns = ahead_bounded(arrive_ns, hal_model_now_ns());
-    np_lock(np);
+    /* A peer's packet says when it arrives: believed as far as the page,
+     * and one largest transaction of the peer's further (its NIC's backlog:
+     * a peer that lies delays us no more than its largest messages could). */
+    arrive_ns = bounded(arrive_ns, belief(nic, hal_model_now_ns()) + vi_worst(nic));
     /* The net receive DMA takes packets one at a time as they arrive. */
-    uint64_t nrecv = ld(&np->nrecv_busy_until);
-    if (arrive_ns < nrecv)
-        arrive_ns = nrecv;
-    atomic_store_explicit(&np->nrecv_busy_until, arrive_ns, memory_order_relaxed);
-    uint64_t seen = packet_noticed(nic, arrive_ns, ld(&np->lanai_busy_until));
-    uint64_t start = claim(np, seen, dur);
-    np_unlock(np);
-    return start;
+    arrive_ns = take(nic, &np->nrecv_busy_until, arrive_ns, 0);
+    uint64_t seen = packet_noticed(nic, arrive_ns, ld(nic, &np->lanai_busy_until));
+    return claim(nic, seen, dur);
 }
 
 bool fw_release_due(struct fw_vi *vi, uint64_t t)

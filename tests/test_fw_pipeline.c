@@ -679,9 +679,13 @@ static void test_sched_doorbell_scan(void)
     struct via_profile prof = {.paced = 1, .hw_doorbell = 0, .poll_ns = 1000.0};
     setup_opts(&(struct opts){.rel = VIP_SERVICE_UNRELIABLE, .prof = &prof});
     struct via_nic_page *np = F.np;
-    atomic_store(&np->scan_slots, 8);
-    /* Times near now: the NIC believes shared times at most 1 s ahead of its
-     * clock (a fixed time would be "far future" on a machine just booted). */
+    atomic_store(&F.st->scan_slots, 8);
+    atomic_store(&F.st->nvis, 9); /* 7 of other processes besides our 2 */
+    /* The busy times below stand for other VIs' claims: the NIC believes
+     * them up to one largest transaction per other VI past its own claims
+     * (this profile has no costs: 1 ms each, by hand), so they are near now
+     * (a fixed time would be "far future" on a machine just booted). */
+    F.nic->vi_worst_ns = 1000000;
     const uint64_t busy = nic_now_ns() + 100000, dur = 5000;
     /* rung while the LANai is busy: the loop restarts from the first pair */
     atomic_store(&np->lanai_busy_until, busy);
@@ -739,6 +743,8 @@ static void test_sched_packet_noticed(void)
     struct via_profile prof = {.paced = 1, .hw_doorbell = 0, .poll_ns = 1000.0};
     setup_opts(&(struct opts){.rel = VIP_SERVICE_UNRELIABLE, .prof = &prof});
     struct via_nic_page *np = F.np;
+    F.nic->vi_worst_ns = 1000000; /* as above: other VIs' claims are believed */
+    atomic_store(&F.st->nvis, 9);
     const uint64_t base = nic_now_ns() + 100000, dur = 5000;
     atomic_store(&np->lanai_busy_until, base);
     atomic_store(&np->nrecv_busy_until, 0);

@@ -27,6 +27,7 @@
 #include "lib/thosts.h"
 #include "lib/tlib.h"
 #include "lib/tpp.h"
+#include "lib/tvipd.h"
 #include "via_abi.h"
 
 /* The id a vipd derives for ADDR:PORT (kdriver/kd_host.c, FNV-1a). */
@@ -242,10 +243,31 @@ out:
     rmdir(dir);
 }
 
+/* A vipd that does not listen has no strangers: nothing of the handshake's
+ * bookkeeping may touch its descriptors (a zeroed table once closed fd 0
+ * and whatever took its number). */
+static void test_no_listen_no_strangers(void)
+{
+    struct tvipd v;
+    if (tvipd_start(&v, NULL, 0) != 0) {
+        CU_FAIL("could not start a vipd");
+        return;
+    }
+    struct tl_nic t;
+    for (int i = 0; i < 3; i++) { /* sessions come and go: the loop turns */
+        TRC(tl_open(&t, "via0"), VIP_SUCCESS);
+        tl_close(&t);
+    }
+    CU_ASSERT(!log_has(&v, "handshake"));
+out:
+    tvipd_stop(&v);
+}
+
 int main(int argc, char **argv)
 {
     static const struct tl_test tests[] = {
         TL_TEST(test_key_file_checks),
+        TL_TEST(test_no_listen_no_strangers),
         TL_TEST(test_hello_from_elsewhere),
         TL_TEST(test_impostor_changes_nothing),
         TL_END,

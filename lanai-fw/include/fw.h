@@ -237,6 +237,13 @@ struct fw_nic {
     _Atomic uint64_t live_next;      /* earliest time of the next look */
 
     _Atomic(struct fw_waker *) waker; /* network links: watches them (fw_net.c) */
+
+    /* Paced: what this process claimed of the shared resources (fw_sched.c),
+     * private, so its own backlog is believed whole, and the LANai time of
+     * the largest transaction one VI may have claimed (0: not known yet). */
+    _Atomic uint64_t own_until;
+    uint64_t vi_worst_ns;
+    _Atomic uint32_t nvis_own;       /* VIs of this NIC handle (nic_vi_create) */
 };
 
 /* The VI of an id with a reference (NULL if none), and its release. */
@@ -422,6 +429,10 @@ void fw_want_visit(struct fw_vi *vi);
 uint64_t fw_sched_send(struct fw_nic *nic, uint32_t vi_id, uint64_t ring_ns, uint64_t dur,
                        bool ext_fw);
 uint64_t fw_sched_recv(struct fw_nic *nic, uint64_t arrive_ns, uint64_t dur);
+/* How far past now (and past this process's own claims) a time read from
+ * the NIC page or a peer's packet is believed: the model's worst case,
+ * one largest transaction of each other VI on the NIC. */
+uint64_t fw_sched_window_ns(struct fw_nic *nic);
 /* Hold a host-visible effect until real time reaches t; false while held
  * (and vi->held then names the earliest such time). */
 bool fw_release_due(struct fw_vi *vi, uint64_t t);

@@ -71,7 +71,7 @@ void setup_opts(const struct opts *o)
     F.victim = zalloc(4096, VICTIM_LEN);
     if (o->prof) {
         F.np->prof = *o->prof;
-        atomic_store(&F.np->scan_slots, 2);
+        atomic_store(&F.st->scan_slots, 2);
     }
     struct nic_params np = {.nic_index = 0, .tpt = F.tpt, .ev = F.ev, .st = F.st, .np = F.np,
                             .own_thread = false};

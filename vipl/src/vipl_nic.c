@@ -70,7 +70,7 @@ void vipl_default_error_handler(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e)
 static VIP_RETURN clock_agrees(const struct vip_nic *n, const struct via_profile *prof)
 {
     const char *want = getenv("VIP_CLOCK");
-    bool virt = n->np->clock == VIA_CLOCK_VIRTUAL;
+    bool virt = n->st->clock == VIA_CLOCK_VIRTUAL;
     if (want && *want && strcmp(want, "virtual") && strcmp(want, "real"))
         return vipl_fail(VIP_INVALID_PARAMETER, "VIP_CLOCK is real or virtual, not '%s'", want);
     if (want && !strcmp(want, "virtual") && !prof->paced)
