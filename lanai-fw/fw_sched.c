@@ -44,8 +44,8 @@ static uint32_t scan_slots(const struct fw_nic *nic)
     return slots > VIA_MAX_VI + 1 ? VIA_MAX_VI + 1 : slots;
 }
 
-/* The LANai time one VI may hold claimed at once: its send, the read
- * response it serves and its receive, each of the largest size. */
+/* The LANai time one VI may hold claimed at once: a send (or the read
+ * response it serves: the same stages) and a receive, of the largest size. */
 static uint64_t vi_worst(struct fw_nic *nic)
 {
     if (!nic->vi_worst_ns) {
@@ -55,7 +55,7 @@ static uint64_t vi_worst(struct fw_nic *nic)
             send += fw_cost_stage(p, st, FW_EXT_STANDARD, VIA_MAX_TRANSFER, VIA_MAX_SEGS);
         for (enum via_stage st = VIA_ST_R3_RECEIVE; st <= VIA_ST_R6_UPDT; st++)
             recv += fw_cost_stage(p, st, FW_EXT_STANDARD, VIA_MAX_TRANSFER, VIA_MAX_SEGS);
-        nic->vi_worst_ns = (uint64_t)(2 * send + recv) + 1;
+        nic->vi_worst_ns = (uint64_t)(send + recv) + 1;
     }
     return nic->vi_worst_ns;
 }

@@ -53,7 +53,7 @@ static void test_profile_edit_in_page(void)
 
 /* Busy times written far ahead into the page bind no claim beyond the
  * window, which is the model's worst case: one largest transaction (a
- * 1 MiB send, read response and receive) per other VI; and a forged time
+ * 1 MiB send and receive) per other VI; and a forged time
  * is gone after the claim. */
 static void test_busy_times_far_ahead(void)
 {
