@@ -466,30 +466,32 @@ static bool parse(struct kd_hostlink **lp, struct kd_host **who)
         memcpy(body, l->in + sizeof m, m.len);
         l->in_len -= whole;
         memmove(l->in, l->in + whole, l->in_len);
-        bool ok;
-        switch (l->auth) {
-        case KD_LINK_AUTHED:
+        if (l->auth == KD_LINK_AUTHED) {
             if (handshake_type(m.type) || !*who)
                 return false;
             dispatch(*who, &m, body);
             if (l->fd < 0)
                 return true; /* the host went down meanwhile */
             continue;
-        case KD_LINK_NEW:
-            ok = m.type == VIA_HOST_HELLO && m.len == sizeof(struct via_host_hello) &&
-                 on_hello(l, body);
-            break;
-        case KD_LINK_HELLO_SENT:
-            ok = m.type == VIA_HOST_CHALLENGE && m.len == sizeof(struct via_host_challenge) &&
-                 on_challenge(l, body);
-            break;
-        case KD_LINK_CHALLENGED:
-            ok = m.type == VIA_HOST_PROOF && m.len == sizeof(struct via_host_proof) &&
-                 on_proof(lp, who, body);
-            break;
-        default:
-            ok = false;
         }
+        /* The handshake: the one message each state waits for. */
+        static const struct {
+            uint16_t type;
+            uint32_t len;
+        } want[KD_LINK_NSTATES] = {
+            [KD_LINK_NEW] = {VIA_HOST_HELLO, sizeof(struct via_host_hello)},
+            [KD_LINK_HELLO_SENT] = {VIA_HOST_CHALLENGE, sizeof(struct via_host_challenge)},
+            [KD_LINK_CHALLENGED] = {VIA_HOST_PROOF, sizeof(struct via_host_proof)},
+        };
+        if (m.type != want[l->auth].type || m.len != want[l->auth].len) {
+            kd_warn("a connection (host %08x?) broke the handshake: message type %u of %u "
+                    "bytes while %s: closed", l->peer_id, (unsigned)m.type, (unsigned)m.len,
+                    kd_link_auth_name[l->auth]);
+            return false;
+        }
+        bool ok = l->auth == KD_LINK_NEW          ? on_hello(l, body)
+                  : l->auth == KD_LINK_HELLO_SENT ? on_challenge(l, body)
+                                                  : on_proof(lp, who, body);
         if (!ok)
             return false;
     }
