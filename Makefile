@@ -103,7 +103,7 @@ FI_BENCHES := $(patsubst bench/%.c,$(B)/bin/%,$(FI_BENCH_SRCS))
 HAVE_CUNIT := $(shell $(CC) $(CFLAGS) -E -include CUnit/CUnit.h -x c /dev/null >/dev/null 2>&1 && echo y)
 
 .PHONY: all progs testprogs test soak bench bench-hosts check-asan check-tsan install clean deps deps-test hostdev-check \
-	deps-bench deps-fuzz valgrind fuzz fuzzprogs fuzz-smoke fuzz-corpus bench-hostile
+	deps-bench deps-fuzz valgrind fuzz fuzzprogs fuzz-smoke fuzz-corpus bench-hostile bench-reg
 ifeq ($(HAVE_CUNIT),)
 all: progs
 	@echo "make: skipping the tests: no CUnit/CUnit.h (Debian package $(DEB_TEST); make test installs it)"
@@ -344,11 +344,17 @@ bench: deps-bench
 	@B=$(B) bench/run_bench.sh $(if $(QUICK),--quick)
 	@B=$(B) bench/run_hosts.sh $(if $(QUICK),--quick)
 	@B=$(B) bench/run_hostile.sh $(if $(QUICK),--quick)
+	@B=$(B) bench/run_reg.sh $(if $(QUICK),--quick)
 
 # The UDP and libfabric links between emulated hosts against plain UDP and
 # libfabric (bench/run_hosts.sh).
 bench-hosts: progs
 	@B=$(B) bench/run_hosts.sh $(if $(QUICK),--quick)
+
+# Register-per-message ping-pongs and the cost of a registration
+# (bench/run_reg.sh).
+bench-reg: progs
+	@B=$(B) bench/run_reg.sh $(if $(QUICK),--quick)
 
 # A neighbour that forges a paced NIC's shared page, beside a ping-pong
 # (bench/run_hostile.sh).

@@ -33,6 +33,7 @@
 struct opts {
     struct bu_opts c;
     size_t active; /* --active: connected VIs per process, used in turn */
+    bool reg_per_msg; /* --reg-per-msg: register each send's buffer around it */
 };
 
 /* One end: `nvi` connected VIs (the first is ep.vi), RQ_DEPTH receives of
@@ -47,6 +48,11 @@ struct end {
     VIP_MEM_HANDLE dmh, smh, rmh;
     uint32_t max;
     bool events; /* wait (-e) or poll for completions */
+    /* --reg-per-msg: the send buffer is a user buffer, registered before
+     * each send and deregistered when it completed, as message-passing
+     * libraries of the VIA era did (smh_now: this send's handle). */
+    bool reg_per_msg;
+    VIP_MEM_HANDLE smh_now;
 };
 
 /* VI k's discriminator: the program's, with k in the top bits. */
@@ -60,6 +66,7 @@ static void end_setup(struct end *e, const struct opts *op, bool server)
     const struct bu_opts *o = &op->c;
     bu_open(&e->ep, server ? o->server_dev : o->client_dev, o->rel);
     e->events = o->events;
+    e->reg_per_msg = op->reg_per_msg;
     e->nvi = op->active;
     e->max = o->sizes[o->nsizes - 1];
     if (e->max > e->ep.attrs.MaxTransferSize)
@@ -143,7 +150,12 @@ static void post_send(struct end *e, size_t k, uint32_t size, uint64_t seq)
         e->sbuf[0] = (uint8_t)seq;
         e->sbuf[size - 1] = (uint8_t)seq;
     }
-    bu_desc_init(e->sdesc, e->sbuf, e->smh, size);
+    e->smh_now = e->smh;
+    if (e->reg_per_msg) {
+        VIP_MEM_ATTRIBUTES ma = {.Ptag = e->ep.ptag};
+        BU_CHECK(VipRegisterMem(e->ep.nic, e->sbuf, size ? size : 1, &ma, &e->smh_now));
+    }
+    bu_desc_init(e->sdesc, e->sbuf, e->smh_now, size);
     BU_CHECK(VipPostSend(e->vis[k], e->sdesc, e->dmh));
 }
 
@@ -161,6 +173,8 @@ static void reap_send(struct end *e, size_t k)
         bu_die("%s returned descriptor %p, expected %p", bu_next_desc_call(false, e->events),
                (void *)d, (void *)e->sdesc);
     bu_check_desc(d, "send");
+    if (e->reg_per_msg)
+        BU_CHECK(VipDeregisterMem(e->ep.nic, e->sbuf, e->smh_now));
 }
 
 static void server(void *arg)
@@ -246,7 +260,10 @@ static void usage(FILE *f)
         .unit = "iterations",
         .peer = "server's", .vis = true,
         .own = "      --active N          connect N VIs in each process and go round them,\n"
-               "                          one ping-pong each in turn (default 1)\n",
+               "                          one ping-pong each in turn (default 1)\n"
+               "      --reg-per-msg       register each send's buffer before the send and\n"
+               "                          deregister it after (a user buffer, as message-\n"
+               "                          passing libraries of the VIA era did)\n",
         .events = "wait for completions in VipRecvWait/VipSendWait (they\n"
                   "                          poll briefly, then sleep) instead of polling\n"
                   "                          VipRecvDone/VipSendDone (the default)"});
@@ -255,6 +272,10 @@ static void usage(FILE *f)
 static bool own_opt(int c, const char *arg, void *ctx)
 {
     struct opts *o = ctx;
+    if (c == 0x1a0) {
+        o->reg_per_msg = true;
+        return true;
+    }
     if (c != 'A')
         return false;
     o->active = (size_t)bu_parse_count(arg, "--active", 1, 2000);
@@ -266,6 +287,7 @@ int main(int argc, char **argv)
     bu_prog = "vip_send_lat";
     struct opts o = {.active = 1};
     static const struct option lo[] = {{"active", required_argument, NULL, 'A'},
+                                       {"reg-per-msg", no_argument, NULL, 0x1a0},
                                        {NULL, 0, NULL, 0}};
     bu_parse_args(&o.c,
                   &(struct bu_args){.size = 4, .min_size = 0, .max_iters = 1000000000,

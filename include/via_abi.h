@@ -230,7 +230,10 @@ struct via_status_page {
     _Atomic uint32_t nvis;   /* VIs on the NIC, every process's */
     uint32_t pad0;
     struct via_net_counters net; /* the session's UDP links (via_net.h) */
-    uint8_t pad[VIA_PAGE_SIZE - 40 - sizeof(struct via_net_counters)];
+    /* TPT entries the process's registration cache closed while vipd keeps
+     * them (the process's NIC refuses them; vipctl mem leaves them out). */
+    _Atomic uint64_t tpt_closed[VIA_MAX_TPT / 64];
+    uint8_t pad[VIA_PAGE_SIZE - 40 - sizeof(struct via_net_counters) - VIA_MAX_TPT / 8];
     struct via_trace_rec trace[VIA_TRACE_SLOTS];
 };
 static_assert(sizeof(struct via_status_page) == VIA_PAGE_SIZE + 32 * VIA_TRACE_SLOTS,

@@ -136,7 +136,10 @@ void kd_op_list_mem(struct kd_client *c, uint64_t cookie, const void *body,
             continue;
         for (uint32_t i = 0; i < VIA_MAX_TPT && k < n; i++) {
             const struct kd_region *g = &s->reg[i];
-            if (!g->used)
+            /* Closed by the process's registration cache: deregistered as
+             * far as the program knows (its word alone, shown to it alone). */
+            bool closed = (atomic_load(&s->st->tpt_closed[i / 64]) >> (i % 64)) & 1u;
+            if (!g->used || closed)
                 continue;
             a[k++] = (struct via_mem_info){.nic = s->nic->index,
                                            .owner_pid = (uint32_t)s->pid,

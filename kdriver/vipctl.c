@@ -473,6 +473,7 @@ static int cmd_env(void)
     env1("VIP_PROGRESS", "manual: no NIC thread; the NIC works only inside VIPL calls");
     env1("VIP_WAIT_SPIN_US", "fixed poll budget of waits before they sleep (default: adaptive)");
     env1("VIP_CMA", "1: large messages between processes of this host in one copy (process_vm_readv)");
+    env1("VIP_RCACHE", "0: no registration cache (every registration asks vipd)");
     env1("VIPD_SOCKET", "vipd control socket path");
     env1("VIPD_AUTOSTART", "0: VipOpenNic does not start vipd");
     env1("VIPD_PATH", "vipd binary VipOpenNic starts");

@@ -13,6 +13,7 @@
  * Vague points: spec-notes/conformance.md.
  */
 #include <stdio.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,6 +52,43 @@ out:
     while (h && n)
         n--, VipDeregisterMem(t.nic, area + n % sizeof area, h[n]);
     free(h);
+    tl_close(&t);
+}
+
+/* ---- the registration cache (vipl_rcache.c) ------------------------------------------ */
+
+/* A region deregistered and registered again with the same attributes is
+ * reopened (its handle again) and works; other rights get a registration
+ * of their own; a deregistered handle is refused everywhere meanwhile;
+ * what the cache keeps is no reason to refuse VipDestroyPtag. */
+static void test_registration_cache(void)
+{
+    struct tl_nic t = {0};
+    VIP_MEM_HANDLE a, b, c;
+    VIP_MEM_ATTRIBUTES ma;
+    VIP_PROTECTION_HANDLE p2 = NULL;
+    const char *rc = getenv("VIP_RCACHE");
+    bool on = !(rc && !strcmp(rc, "0"));
+    TRC(tl_open(&t, "via0"), VIP_SUCCESS);
+    TRC(reg(&t, area, 4096, t.ptag, 0, 0, &a), VIP_SUCCESS);
+    TRC(VipDeregisterMem(t.nic, area, a), VIP_SUCCESS);
+    TERR(VipQueryMem(t.nic, area, a, &ma), VIP_INVALID_PARAMETER);
+    TERR(VipDeregisterMem(t.nic, area, a), VIP_INVALID_PARAMETER);
+    TRC(reg(&t, area, 4096, t.ptag, 0, 0, &b), VIP_SUCCESS);
+    if (on)
+        CU_ASSERT_EQUAL(b, a); /* reopened, no round trip to vipd */
+    TRC_SOFT(VipQueryMem(t.nic, area + 4095, b, &ma), VIP_SUCCESS);
+    TRC(VipDeregisterMem(t.nic, area, b), VIP_SUCCESS);
+    TRC(reg(&t, area, 4096, t.ptag, VIP_TRUE, 0, &c), VIP_SUCCESS); /* RDMA write: not it */
+    CU_ASSERT_NOT_EQUAL(c, a);
+    TRC_SOFT(VipQueryMem(t.nic, area, c, &ma), VIP_SUCCESS);
+    CU_ASSERT_TRUE(ma.EnableRdmaWrite);
+    TRC(VipDeregisterMem(t.nic, area, c), VIP_SUCCESS);
+    TRC(VipCreatePtag(t.nic, &p2), VIP_SUCCESS);
+    TRC(reg(&t, area, 4096, p2, 0, 0, &c), VIP_SUCCESS);
+    TRC(VipDeregisterMem(t.nic, area, c), VIP_SUCCESS);
+    TRC(VipDestroyPtag(t.nic, p2), VIP_SUCCESS);
+out:
     tl_close(&t);
 }
 
@@ -252,6 +290,7 @@ int main(int argc, char **argv)
     static const struct tl_test tests[] = {
         TL_TEST(test_register_limits),
         TL_TEST(test_deregister_errors),
+        TL_TEST(test_registration_cache),
         TL_TEST(test_query),
         TL_TEST(test_set_attributes),
         TL_TEST(test_deregistered_under_receive),

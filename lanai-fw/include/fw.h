@@ -244,6 +244,7 @@ struct fw_nic {
     _Atomic uint64_t own_until;
     uint64_t vi_worst_ns;
     _Atomic uint32_t nvis_own;       /* VIs of this NIC handle (nic_vi_create) */
+
 };
 
 /* The VI of an id with a reference (NULL if none), and its release. */

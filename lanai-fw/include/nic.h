@@ -129,6 +129,12 @@ uint64_t nic_progress(struct fw_nic *nic, bool host);
  * peer's RDMA touches the memory (spec-notes/data-path.md).
  */
 void nic_mem_fence(struct fw_nic *nic);
+/* Close (or reopen) TPT entry idx for this NIC alone: a closed entry fails
+ * every check as an invalid one does, while vipd's registration stays (the
+ * library's registration cache, vipl_rcache.c). Closing is followed by
+ * nic_mem_fence before the memory counts as the program's alone. */
+void nic_mem_revoke(struct fw_nic *nic, uint32_t idx, bool closed);
+bool nic_mem_revoked(const struct fw_nic *nic, uint32_t idx);
 
 /*
  * Liveness of local peers (fw_live.c): has a process at the other end of

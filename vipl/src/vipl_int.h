@@ -40,6 +40,22 @@ struct vip_ptag {
     struct vip_ptag *next;
 };
 
+/* The registration cache (vipl_rcache.c): closed registrations vipd
+ * still holds, oldest first. */
+#define VIPL_RCACHE_SLOTS 64
+struct vipl_rcache_slot {
+    uintptr_t va;
+    uint64_t len;
+    uint32_t ptag, flags;
+    VIP_MEM_HANDLE handle;
+};
+struct vipl_rcache {
+    pthread_mutex_t lock;
+    unsigned n;
+    uint64_t hits;
+    struct vipl_rcache_slot slot[VIPL_RCACHE_SLOTS];
+};
+
 struct vip_nic {
     uint32_t magic;
     VIP_PVOID handle;
@@ -62,6 +78,7 @@ struct vip_nic {
     struct via_event_page *ev;
     struct via_status_page *st;
     struct via_nic_page *np;
+    struct vipl_rcache rc;
 
     _Atomic uint32_t spin_ns;    /* how long a wait polls before sleeping (vipl_wait.c) */
     bool spin_fixed;             /* VIP_WAIT_SPIN_US set: no adaptation */
@@ -263,5 +280,21 @@ VIP_RETURN vipl_wait(struct vip_nic *n, struct vip_vi *vi, struct vip_cq *cq,
 /* Before unmapping a channel of vi's: wake the waits asleep on its words
  * and wait until none is. */
 void vipl_vi_unpin_wait(struct vip_vi *vi);
+
+/* ---- the registration cache (vipl_rcache.c) ---- */
+void vipl_rcache_init(struct vip_nic *n);
+void vipl_rcache_fini(struct vip_nic *n);
+/* Register [va, va + len): a kept registration of exactly it reopened, else
+ * check() then vipd's. */
+VIP_RETURN vipl_rcache_register(struct vip_nic *n, uintptr_t va, size_t len, uint32_t ptag,
+                                uint32_t flags, VIP_MEM_HANDLE *h,
+                                VIP_RETURN (*check)(uintptr_t va, size_t len));
+/* Deregister h (registered at va): closed at once, kept for a later
+ * registration of the same region. */
+VIP_RETURN vipl_rcache_deregister(struct vip_nic *n, uintptr_t va, VIP_MEM_HANDLE h);
+/* Give vipd back the kept registrations of ptag (0: all). */
+void vipl_rcache_flush(struct vip_nic *n, uint32_t ptag);
+/* The TPT entry of a live, open handle of this NIC, or NULL (vipl_mem.c). */
+const struct via_tpt_entry *vipl_tpt_lookup(struct vip_nic *n, VIP_MEM_HANDLE h);
 
 #endif

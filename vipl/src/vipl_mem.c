@@ -75,6 +75,7 @@ VIP_RETURN VipDestroyPtag(VIP_NIC_HANDLE NicHandle, VIP_PROTECTION_HANDLE Ptag)
     if (!p)
         return vipl_fail(VIP_INVALID_PTAG, "not a protection tag of this NIC");
     struct via_ctl_ptag q = {.ptag = p->id};
+    vipl_rcache_flush(n, p->id); /* registrations kept closed are no reason to refuse */
     VIP_RETURN rc = vipl_call(n, VIA_CTL_DESTROY_PTAG, &q, sizeof q, NULL, 0, NULL, NULL);
     if (rc != VIP_SUCCESS)
         return rc;
@@ -130,6 +131,17 @@ static int range_usable(uintptr_t va, size_t len, char *why, size_t cap)
     return 0;
 }
 
+/* range_usable as the registration cache calls it: VIP_SUCCESS, or the
+ * failure with its reason. */
+static VIP_RETURN region_check(uintptr_t va, size_t len)
+{
+    char why[160];
+    if (range_usable(va, len, why, sizeof why) < 0)
+        return vipl_fail(VIP_INVALID_PARAMETER, "region %p + %zu cannot be registered: %s",
+                         (void *)va, len, why);
+    return VIP_SUCCESS;
+}
+
 static uint32_t mem_flags(const VIP_MEM_ATTRIBUTES *a)
 {
     return (a->EnableRdmaWrite ? VIA_TPT_RDMA_WRITE : 0u) |
@@ -153,17 +165,8 @@ VIP_RETURN VipRegisterMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress, VI
     if (Length > n->attr.max_register_bytes)
         return vipl_fail(VIP_ERROR_RESOURCE, "region of %lu bytes exceeds MaxRegisterBytes",
                          (unsigned long)Length);
-    char why[160];
-    if (range_usable(va, Length, why, sizeof why) < 0)
-        return vipl_fail(VIP_INVALID_PARAMETER, "region %p + %lu cannot be registered: %s",
-                         VirtualAddress, (unsigned long)Length, why);
-    struct via_ctl_reg_mem q = {.va = va, .len = Length, .ptag = p->id,
-                                .flags = mem_flags(MemAttribs)};
-    struct via_ctl_reg_mem_r r;
-    VIP_RETURN rc = vipl_call(n, VIA_CTL_REG_MEM, &q, sizeof q, &r, sizeof r, NULL, NULL);
-    if (rc == VIP_SUCCESS)
-        *MemoryHandle = r.handle;
-    return rc;
+    return vipl_rcache_register(n, va, Length, p->id, mem_flags(MemAttribs), MemoryHandle,
+                                region_check);
 }
 
 VIP_RETURN VipDeregisterMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress,
@@ -172,21 +175,15 @@ VIP_RETURN VipDeregisterMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress,
     struct vip_nic *n = vipl_nic(NicHandle);
     if (!n)
         return vipl_fail(VIP_INVALID_PARAMETER, "not a NIC handle");
-    struct via_ctl_dereg_mem q = {.va = (uintptr_t)VirtualAddress, .handle = MemoryHandle};
-    VIP_RETURN rc = vipl_call(n, VIA_CTL_DEREG_MEM, &q, sizeof q, NULL, 0, NULL, NULL);
-    /* vipd has closed the entry; an RDMA of a peer's that passed its check
-     * before may still be copying: when it is done, the memory is ours
-     * alone (the caller may unmap it at once). */
-    if (rc == VIP_SUCCESS)
-        nic_mem_fence(n->hw);
-    return rc;
+    return vipl_rcache_deregister(n, (uintptr_t)VirtualAddress, MemoryHandle);
 }
 
-/* The TPT entry of a handle, read from the NIC's table, if it is live. */
-static const struct via_tpt_entry *tpt_lookup(struct vip_nic *n, VIP_MEM_HANDLE h)
+/* The TPT entry of a handle, read from the NIC's table, if it is live and
+ * not closed by the registration cache. */
+const struct via_tpt_entry *vipl_tpt_lookup(struct vip_nic *n, VIP_MEM_HANDLE h)
 {
     uint32_t idx = VIA_MH_INDEX(h);
-    if (idx >= VIA_MAX_TPT || VIA_MH_GEN(h) == 0)
+    if (idx >= VIA_MAX_TPT || VIA_MH_GEN(h) == 0 || nic_mem_revoked(n->hw, idx))
         return NULL;
     const struct via_tpt_entry *e = &((const struct via_tpt_entry *)n->tpt_map)[idx];
     return atomic_load_explicit(&e->gen, memory_order_acquire) == VIA_MH_GEN(h) ? e : NULL;
@@ -198,7 +195,7 @@ VIP_RETURN VipQueryMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID Address, VIP_MEM_HAND
     struct vip_nic *n = vipl_nic(NicHandle);
     if (!n || !MemAttribs)
         return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument to VipQueryMem");
-    const struct via_tpt_entry *e = tpt_lookup(n, MemHandle);
+    const struct via_tpt_entry *e = vipl_tpt_lookup(n, MemHandle);
     uintptr_t a = (uintptr_t)Address;
     if (!e || a < e->va || a - e->va >= e->len)
         return vipl_fail(VIP_INVALID_PARAMETER,

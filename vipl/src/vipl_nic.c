@@ -113,6 +113,7 @@ VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle)
     pthread_mutex_init(&n->ctl_lock, NULL);
     pthread_mutex_init(&n->report_lock, NULL);
     pthread_mutex_init(&n->lock, NULL);
+    vipl_rcache_init(n);
 
     struct via_ctl_hello h = {.abi = VIA_ABI_VERSION, .nic = idx, .pid = (uint32_t)getpid(),
                               .flags = host_if ? VIA_HELLO_HOST_IF : 0};
@@ -222,6 +223,7 @@ VIP_RETURN VipCloseNic(VIP_NIC_HANDLE NicHandle)
         free(p);
     }
     pthread_mutex_destroy(&n->lock);
+    vipl_rcache_fini(n);
     pthread_mutex_destroy(&n->ctl_lock);
     pthread_mutex_destroy(&n->report_lock);
     vipl_handle_free(n->handle);
