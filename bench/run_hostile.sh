@@ -20,24 +20,9 @@ bench_find_build "$ROOT"
 BIN=$B/bin
 RUNS=5 N=3000
 [ "${1:-}" = "--quick" ] && RUNS=3 N=1000
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/viphostile.XXXXXX")
-VP= AP=
-cleanup() {
-    [ -n "$AP" ] && kill "$AP" 2>/dev/null
-    [ -n "$VP" ] && kill "$VP" 2>/dev/null
-    wait 2>/dev/null
-    rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-"$BIN/vipd" -f -q -n 2 -s "$WORK/v.sock" --profile sbus 2>"$WORK/vipd.log" &
-VP=$!
-export VIPD_SOCKET="$WORK/v.sock" VIPD_AUTOSTART=0
-i=0
-until "$BIN/vipctl" ping >/dev/null 2>&1; do
-    i=$((i + 1))
-    [ $i -gt 100 ] && { echo "run_hostile: vipd did not start" >&2; cat "$WORK/vipd.log" >&2; exit 1; }
-    sleep 0.05
-done
+AP=
+VIP_PROFILE=sbus NICS=2 vipd_start || exit 1
+trap '[ -n "$AP" ] && kill "$AP" 2>/dev/null; bench_cleanup' EXIT INT TERM
 lat() { "$BIN/vip_send_lat" -s 4 -n "$1" -w 5 -d via1 | awk '$1 == 4 { print $4 }'; }
 # beside MODE ITERS: the median one-way latency beside the attacker in MODE
 beside() {
@@ -49,7 +34,6 @@ beside() {
     wait "$AP" 2>/dev/null
     AP=
 }
-med() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 spin_all= forge_all=
 i=0
 while [ $i -lt $RUNS ]; do
@@ -57,8 +41,8 @@ while [ $i -lt $RUNS ]; do
     forge_all="$forge_all $(beside forge $N)"
     i=$((i + 1))
 done
-spin=$(med $spin_all)
-forge=$(med $forge_all)
+spin=$(median $spin_all)
+forge=$(median $forge_all)
 vi=$(beside forge-vi 10)
 echo
 echo "A neighbour writing the shared NIC page (S-Bus, real time; 4 B one-way, median of $RUNS runs)"

@@ -21,24 +21,8 @@ bench_find_build "$ROOT"
 BIN=$B/bin
 RUNS=5 N64=5000 N1M=300 NREG=20000
 [ "${1:-}" = "--quick" ] && RUNS=3 N64=2000 N1M=100 NREG=5000
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/vipreg.XXXXXX")
-VP=
-cleanup() {
-    [ -n "$VP" ] && kill "$VP" 2>/dev/null
-    wait 2>/dev/null
-    rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-"$BIN/vipd" -f -q -n 2 -s "$WORK/v.sock" --profile native 2>"$WORK/vipd.log" &
-VP=$!
-export VIPD_SOCKET="$WORK/v.sock" VIPD_AUTOSTART=0
-i=0
-until "$BIN/vipctl" ping >/dev/null 2>&1; do
-    i=$((i + 1))
-    [ $i -gt 100 ] && { echo "run_reg: vipd did not start" >&2; cat "$WORK/vipd.log" >&2; exit 1; }
-    sleep 0.05
-done
-med() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+VIP_PROFILE=native NICS=2 vipd_start || exit 1
+trap bench_cleanup EXIT INT TERM
 lat() { "$BIN/vip_send_lat" -s "$1" -n "$2" -d via1 "${@:3}" | awk -v s="$1" '$1 == s { print $4 }'; }
 pair_c= pair_n= sys= p64= r64= n64= p1m= r1m= n1m=
 i=0
@@ -57,12 +41,12 @@ while [ $i -lt $RUNS ]; do
 done
 echo
 echo "Memory registration (native, via0 <-> via1; median of $RUNS runs)"
-awk -v c="$(med $pair_c)" -v n="$(med $pair_n)" -v s="$(med $sys)" 'BEGIN {
+awk -v c="$(median $pair_c)" -v n="$(median $pair_n)" -v s="$(median $sys)" 'BEGIN {
     printf "  register + deregister, 64 KiB: %8.3f us with the cache, %8.3f us without; getppid() %.3f us\n", c, n, s }'
 line() {
     awk -v l="$1" -v p="$2" -v r="$3" -v n="$4" -v t="$5" 'BEGIN { x = r / p
         printf "  %-6s ping-pong, one-way    : pre-registered %8.2f us, register per message %8.2f us: %5.2fx (target <= %sx) %s; without the cache %8.2f us (%.2fx)\n",
             l, p, r, x, t, (x <= t ? "met" : "NOT met"), n, n / p }'
 }
-line "64 KiB" "$(med $p64)" "$(med $r64)" "$(med $n64)" 1.25
-line "1 MiB" "$(med $p1m)" "$(med $r1m)" "$(med $n1m)" 1.05
+line "64 KiB" "$(median $p64)" "$(median $r64)" "$(median $n64)" 1.25
+line "1 MiB" "$(median $p1m)" "$(median $r1m)" "$(median $n1m)" 1.05
