@@ -153,10 +153,11 @@ void nic_vt_polled_empty(void)
  * of the calls. A gap shorter than FW_VCLOCK_WALL_NS between two known
  * call sites (the program's return addresses, nic_vt_site) is therefore
  * charged the least of it and the last FW_VCLOCK_GAP_WINDOW gaps between
- * the same two sites: what that code costs when nothing disturbs it.
+ * the same two sites: what that code costs when nothing disturbs it
+ * (32 gaps: a disturbed spell outlasts eight round trips of a ping-pong).
  * Longer computation is charged as measured.
  */
-#define FW_VCLOCK_GAP_WINDOW 8
+#define FW_VCLOCK_GAP_WINDOW 32
 
 /* A burst of computation shorter than this is not charged at all. It is
  * the program's bookkeeping around its calls (filling a descriptor,
