@@ -362,15 +362,23 @@ bench-hostile: progs
 	@B=$(B) bench/run_hostile.sh $(if $(QUICK),--quick)
 
 # ---- install --------------------------------------------------------------------
-install: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(VIPCLOCK_SO) $(B)/lib/pkgconfig/vipl.pc
+# Everything a user builds against or runs: both libraries (shared and
+# static), every public header, the daemons and tools, amrun, vip_model,
+# vipclock, both .pc files (whose Libs carry an rpath to $(PREFIX)/lib, so
+# a program runs without ldconfig), the profiles and the systemd unit.
+install: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(VIPCLOCK_SO) $(B)/lib/pkgconfig/vipl.pc \
+		$(AM2SO) $(AM2A) $(AMRUN) $(B)/bin/vip_model
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
-	install -m 644 vipl/include/vipl.h vipl/include/vipl_ext.h $(DESTDIR)$(PREFIX)/include/
-	install -m 755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 vipl/include/vipl.h vipl/include/vipl_ext.h am2/include/am2.h \
+		am2/include/am2_spmd.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(LIBSO) $(AM2SO) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libvipl.so.$(SOVER) $(DESTDIR)$(PREFIX)/lib/libvipl.so
-	install -m 644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' vipl/vipl.pc.in \
-		> $(DESTDIR)$(PREFIX)/lib/pkgconfig/vipl.pc
-	install -m 755 $(VIPD) $(VIPCTL) $(DESTDIR)$(PREFIX)/bin/
+	ln -sf libam2.so.$(SOVER) $(DESTDIR)$(PREFIX)/lib/libam2.so
+	install -m 644 $(LIBA) $(AM2A) $(DESTDIR)$(PREFIX)/lib/
+	for pc in vipl/vipl.pc.in am2/am2.pc.in; do \
+		sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' $$pc \
+			> $(DESTDIR)$(PREFIX)/lib/pkgconfig/$$(basename $$pc .in); done
+	install -m 755 $(VIPD) $(VIPCTL) $(AMRUN) $(B)/bin/vip_model $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 kdriver/vipd-start.sh $(DESTDIR)$(PREFIX)/bin/vipd-start
 	install -m 755 $(VIPCLOCK_SO) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 vipl/clock/vipclock.sh $(DESTDIR)$(PREFIX)/bin/vipclock
