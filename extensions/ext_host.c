@@ -88,30 +88,46 @@ void *ext_merged_detach(struct ext_vi *e, VIP_MEM_HANDLE *mh)
 }
 
 /* Would the standard path complete this descriptor without error? Only
- * then may it go the short way (an error must look the same either way). */
+ * then may it go the short way (an error must look the same either way).
+ * Up to two data segments (a header and a payload, as message-passing
+ * libraries send): the library gathers them into the short message. */
 static bool qualifies(const struct ext_vi *e, const struct ext_send_ctx *c,
                       const VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, uint32_t *bytes)
 {
     uintptr_t va = (uintptr_t)d;
-    if (va % VIP_DESCRIPTOR_ALIGNMENT || d->CS.SegCount > 1 ||
+    if (va % VIP_DESCRIPTOR_ALIGNMENT || d->CS.SegCount > 2 ||
         (d->CS.Control & ~(uint16_t)VIP_CONTROL_IMMEDIATE) != VIP_CONTROL_OP_SENDRECV)
         return false;
     if (nic_tpt_check(c->hw, mh, va, 32u + 16u * d->CS.SegCount))
         return false;
-    uint32_t n = d->CS.SegCount ? d->DS[0].Local.Length : 0;
-    if (n > e->max || n > c->max_transfer)
+    uint64_t n = 0;
+    for (unsigned i = 0; i < d->CS.SegCount; i++) {
+        uint32_t len = d->DS[i].Local.Length;
+        if (len && nic_tpt_check(c->hw, d->DS[i].Local.Handle, d->DS[i].Local.Data.AddressBits,
+                                 len))
+            return false;
+        n += len;
+    }
+    if (n > e->max || n > c->max_transfer || n != d->CS.Length)
         return false;
-    if (n && nic_tpt_check(c->hw, d->DS[0].Local.Handle, d->DS[0].Local.Data.AddressBits, n))
-        return false;
-    *bytes = n;
+    *bytes = (uint32_t)n;
     return true;
+}
+
+/* The descriptor's data segments, one after the other, into dst. */
+static void gather(const VIP_DESCRIPTOR *d, uint8_t *dst)
+{
+    for (unsigned i = 0; i < d->CS.SegCount; i++) {
+        uint32_t len = d->DS[i].Local.Length;
+        if (len)
+            memcpy(dst, (const void *)(uintptr_t)d->DS[i].Local.Data.AddressBits, len);
+        dst += len;
+    }
 }
 
 static bool descless(struct ext_vi *e, const struct ext_send_ctx *c, VIP_DESCRIPTOR *d,
                      uint32_t n, VIP_MEM_HANDLE mh, struct via_db_token *tok)
 {
-    if (d->CS.Control & VIP_CONTROL_IMMEDIATE)
-        return false; /* the token is only a size: no room for immediate data */
     uint32_t slot = e->descless_next % VIA_DESCLESS_NSLOTS;
     _Atomic uint32_t *busy = &c->db->descless_busy[slot];
     if (atomic_load_explicit(busy, memory_order_acquire)) {
@@ -119,13 +135,16 @@ static bool descless(struct ext_vi *e, const struct ext_send_ctx *c, VIP_DESCRIP
         if (atomic_load_explicit(busy, memory_order_acquire))
             return false;
     }
-    if (n)
-        memcpy(c->db->descless + slot * VIA_DESCLESS_MAX,
-               (const void *)(uintptr_t)d->DS[0].Local.Data.AddressBits, n);
+    gather(d, c->db->descless + slot * VIA_DESCLESS_MAX);
+    /* Immediate data: one more word of programmed I/O, beside the slot. */
+    bool imm = d->CS.Control & VIP_CONTROL_IMMEDIATE;
+    if (imm)
+        c->db->descless_imm[slot] = d->CS.ImmediateData;
     atomic_store_explicit(busy, 1, memory_order_relaxed);
     e->descless_next++;
     *tok = (struct via_db_token){.desc_va = (uintptr_t)d, .mem_handle = mh,
-                                 .word2 = VIA_DB_WORD2(VIA_DB_DESCLESS, slot, n)};
+                                 .word2 = VIA_DB_WORD2(VIA_DB_DESCLESS, slot, n) |
+                                          (imm ? VIA_DB_IMM : 0)};
     return true;
 }
 
@@ -154,8 +173,7 @@ static bool merged(struct ext_vi *e, const struct ext_send_ctx *c, VIP_DESCRIPTO
     md->DS[0].Local.Data.Address = slot + sizeof *md;
     md->DS[0].Local.Handle = mg->mh;
     md->DS[0].Local.Length = n;
-    if (n)
-        memcpy(slot + sizeof *md, (const void *)(uintptr_t)d->DS[0].Local.Data.AddressBits, n);
+    gather(d, slot + sizeof *md);
     mg->post_no[k] = atomic_load_explicit(&c->db->cnt.sq_posted, memory_order_relaxed) + 1;
     mg->next++;
     *tok = (struct via_db_token){.desc_va = (uintptr_t)slot, .mem_handle = mg->mh,
@@ -171,7 +189,8 @@ enum fw_ext_mode ext_prepare_send(struct ext_vi *e, const struct ext_send_ctx *c
     enum fw_ext_mode m = e->mode;
     if (m != FW_EXT_STANDARD && qualifies(e, c, d, mh, &n)) {
         if (m == FW_EXT_DESCLESS && descless(e, c, d, n, mh, tok)) {
-            *bytes = n;
+            /* priced as the programmed I/O it is: the immediate word too */
+            *bytes = n + ((d->CS.Control & VIP_CONTROL_IMMEDIATE) ? 4u : 0u);
             return m;
         }
         if (m == FW_EXT_MERGED && merged(e, c, d, n, mh, tok)) {

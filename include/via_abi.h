@@ -81,7 +81,9 @@ struct via_db_token {
 static_assert(sizeof(struct via_db_token) == 16, "doorbell token is 16 bytes");
 
 #define VIA_DB_KIND(w2) ((w2) >> 24)
-#define VIA_DB_LEN(w2) ((w2)&0xFFFFu)
+#define VIA_DB_LEN(w2) ((w2)&0x7FFFu)
+/* DESCLESS: the send carries immediate data, in the slot's descless_imm. */
+#define VIA_DB_IMM 0x8000u
 #define VIA_DB_SLOT(w2) (((w2) >> 16) & 0xFFu)
 #define VIA_DB_WORD2(kind, slot, len)                                           \
     (((uint32_t)(kind) << 24) | (((uint32_t)(slot)&0xFFu) << 16) | ((uint32_t)(len)&0xFFFFu))
@@ -120,8 +122,9 @@ struct via_vi_counters {
 static_assert(sizeof(struct via_vi_counters) == 128, "vi counters");
 
 /* The SRAM slots of the descriptorless extension: the host writes a short
- * message into a free slot by programmed I/O and rings a DESCLESS token
- * (word2 = kind | slot << 16 | length); the NIC sends from the slot and
+ * message into a free slot by programmed I/O (and its immediate data, if
+ * any, into the slot's word) and rings a DESCLESS token (word2 = kind |
+ * slot << 16 | VIA_DB_IMM | length); the NIC sends from the slot and
  * clears its busy flag. Slots are used in order, round robin. */
 #define VIA_DESCLESS_SLOT 1024u
 #define VIA_DESCLESS_NSLOTS 4u
@@ -135,8 +138,9 @@ struct via_vi_page {
     _Atomic uint32_t state; /* enum via_vi_state, mirrored for vipctl */
     uint32_t vi_id;
     _Atomic uint32_t descless_busy[VIA_DESCLESS_NSLOTS]; /* host sets, NIC clears */
+    uint32_t descless_imm[VIA_DESCLESS_NSLOTS]; /* a slot's immediate data (VIA_DB_IMM) */
     uint8_t pad[VIA_PAGE_SIZE - 2 * sizeof(struct via_db_queue) - 128 - 8 -
-                4 * VIA_DESCLESS_NSLOTS - VIA_DESCLESS_SLOT];
+                8 * VIA_DESCLESS_NSLOTS - VIA_DESCLESS_SLOT];
     uint8_t descless[VIA_DESCLESS_SLOT];
 };
 static_assert(sizeof(struct via_vi_page) == VIA_PAGE_SIZE, "doorbell page is one page");

@@ -75,6 +75,10 @@ static void xdes_descless(struct fw_vi *vi, const struct via_db_token *tok, stru
     d->seg[0].va = (uintptr_t)(vi->db->descless + slot * VIA_DESCLESS_MAX);
     d->seg[0].len = len;
     d->total = len;
+    if (tok->word2 & VIA_DB_IMM) {
+        d->control = VIP_CONTROL_IMMEDIATE;
+        d->imm = vi->db->descless_imm[slot];
+    }
 }
 
 static void sent_descless(struct fw_vi *vi, const struct via_db_token *tok)

@@ -71,6 +71,9 @@ static int echo_server(void *arg)
     return 0;
 }
 
+/* Data segments of each send (1, or 2: a header and a payload). */
+static unsigned g_segs = 1;
+
 /* Client: send every size (with and without immediate data) in `mode`;
  * record statuses; check the echo. Returns sends that took a fast path. */
 static void run_mode(VIP_EXT_MODE mode, VIP_ULONG max, uint32_t st_send[][2],
@@ -97,7 +100,10 @@ static void run_mode(VIP_EXT_MODE mode, VIP_ULONG max, uint32_t st_send[][2],
         for (unsigned imm = 0; imm < 2; imm++) {
             uint32_t n = sizes[i], seq = i * 2 + imm;
             tl_fill(data.p, n, seq);
-            tl_desc_1(sd, data.p, n, data.mh);
+            if (g_segs == 2)
+                tl_desc_split(sd, data.p, n, 2, data.mh);
+            else
+                tl_desc_1(sd, data.p, n, data.mh);
             if (imm) {
                 sd->CS.Control |= VIP_CONTROL_IMMEDIATE;
                 sd->CS.ImmediateData = 0xabc00000u + seq;
@@ -161,15 +167,26 @@ static unsigned count_upto(uint32_t max)
     return k;
 }
 
-/* Descriptorless carries no immediate data: only plain sends qualify. */
+/* Descriptorless sends carry immediate data too (a word beside the slot):
+ * with and without, every size up to the threshold goes the short way. */
 static void test_descless_same_as_standard(void)
 {
-    check_mode(VIP_EXT_DESCRIPTORLESS, 256, count_upto(256));
+    check_mode(VIP_EXT_DESCRIPTORLESS, 256, 2 * count_upto(256));
 }
 
 static void test_descless_threshold(void)
 {
-    check_mode(VIP_EXT_DESCRIPTORLESS, 16, count_upto(16));
+    check_mode(VIP_EXT_DESCRIPTORLESS, 16, 2 * count_upto(16));
+}
+
+/* Two data segments whose total fits: the library gathers them into the
+ * short message (descriptorless and merged alike). */
+static void test_two_segments_gathered(void)
+{
+    g_segs = 2;
+    check_mode(VIP_EXT_DESCRIPTORLESS, 256, 2 * count_upto(256));
+    check_mode(VIP_EXT_MERGED, 1024, 2 * count_upto(1024));
+    g_segs = 1;
 }
 
 static void test_merged_same_as_standard(void)
@@ -332,6 +349,7 @@ static const struct tl_test tests[] = {
     TL_TEST(test_set_mode_arguments),
     TL_TEST(test_bad_handle_falls_back),
     TL_TEST(test_descless_pipelined),
+    TL_TEST(test_two_segments_gathered),
     TL_END,
 };
 

@@ -219,6 +219,12 @@ VIP_RETURN VipSetMemAttributes(VIP_NIC_HANDLE NicHandle, VIP_PVOID Address,
     if (!p)
         return vipl_fail(VIP_INVALID_PTAG,
                          "VipSetMemAttributes: MemAttribs->Ptag is not a ptag of this NIC");
+    /* Deregistered, though vipd still holds it for the registration cache:
+     * as dead to the program as one vipd freed. */
+    if (nic_mem_revoked(n->hw, VIA_MH_INDEX(MemHandle)))
+        return vipl_fail(VIP_INVALID_PARAMETER,
+                         "memory handle 0x%08x is not a registration of this NIC handle "
+                         "(it was deregistered)", (unsigned)MemHandle);
     struct via_ctl_set_mem q = {.va = (uintptr_t)Address, .handle = MemHandle, .ptag = p->id,
                                 .flags = mem_flags(MemAttribs)};
     return vipl_call(n, VIA_CTL_SET_MEM, &q, sizeof q, NULL, 0, NULL, NULL);

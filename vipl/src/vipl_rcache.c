@@ -130,8 +130,9 @@ VIP_RETURN vipl_rcache_deregister(struct vip_nic *n, uintptr_t va, VIP_MEM_HANDL
     pthread_mutex_lock(&n->rc.lock);
     if (nic_mem_revoked(n->hw, VIA_MH_INDEX(h))) {
         pthread_mutex_unlock(&n->rc.lock);
-        return vipl_fail(VIP_INVALID_PARAMETER, "memory handle 0x%08x was deregistered already",
-                         (unsigned)h);
+        return vipl_fail(VIP_INVALID_PARAMETER,
+                         "memory handle 0x%08x is not a registration of this NIC handle "
+                         "(it was deregistered already)", (unsigned)h);
     }
     const struct via_tpt_entry *e = vipl_tpt_lookup(n, h);
     if (!rcache_on() || !e || e->va != va) {
