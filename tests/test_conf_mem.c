@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "lib/tconf.h"
 
@@ -88,6 +89,17 @@ static void test_registration_cache(void)
     TRC(reg(&t, area, 4096, p2, 0, 0, &c), VIP_SUCCESS);
     TRC(VipDeregisterMem(t.nic, area, c), VIP_SUCCESS);
     TRC(VipDestroyPtag(t.nic, p2), VIP_SUCCESS);
+    /* a region larger than the cache keeps (256 MiB) goes back to vipd at
+     * once: registered again, it is a registration of its own */
+    size_t big = (256u << 20) + 4096u;
+    void *m = mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    TCHK(m != MAP_FAILED);
+    TRC(reg(&t, m, big, t.ptag, 0, 0, &a), VIP_SUCCESS);
+    TRC(VipDeregisterMem(t.nic, m, a), VIP_SUCCESS);
+    TRC(reg(&t, m, big, t.ptag, 0, 0, &b), VIP_SUCCESS);
+    CU_ASSERT_NOT_EQUAL(b, a);
+    TRC(VipDeregisterMem(t.nic, m, b), VIP_SUCCESS);
+    munmap(m, big);
 out:
     tl_close(&t);
 }

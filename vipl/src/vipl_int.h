@@ -43,6 +43,7 @@ struct vip_ptag {
 /* The registration cache (vipl_rcache.c): closed registrations vipd
  * still holds, oldest first. */
 #define VIPL_RCACHE_SLOTS 64
+#define VIPL_RCACHE_BYTES (256ull << 20) /* kept bytes: the user's limit is shared */
 struct vipl_rcache_slot {
     uintptr_t va;
     uint64_t len;
@@ -52,7 +53,7 @@ struct vipl_rcache_slot {
 struct vipl_rcache {
     pthread_mutex_t lock;
     unsigned n;
-    uint64_t hits;
+    uint64_t hits, bytes;
     struct vipl_rcache_slot slot[VIPL_RCACHE_SLOTS];
 };
 

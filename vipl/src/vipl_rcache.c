@@ -10,9 +10,11 @@
  * to vipd. The NIC that checks the table is this process's own, so the
  * closed entry protects exactly as an invalidated one: no peer reaches the
  * memory between the two calls. What vipd still holds is given back when
- * the cache is full (the oldest first), when vipd refuses a registration
- * for lack of room (the user's limits, the TPT), before VipDestroyPtag, and
- * at VipCloseNic (vipd frees the session). VIP_RCACHE=0 turns it off.
+ * the cache holds 64 regions or 256 MiB (the oldest first; a larger region
+ * is not kept: the user's registration limit is shared by the user's
+ * processes), when vipd refuses a registration for lack of room (the
+ * user's limits, the TPT), before VipDestroyPtag, and at VipCloseNic (vipd
+ * frees the session). VIP_RCACHE=0 turns it off.
  *
  * Rules: slots[] holds only closed registrations; every vipd REG_MEM and
  * DEREG_MEM of this NIC handle is made under lock, so an index vipd hands
@@ -50,6 +52,7 @@ void vipl_rcache_fini(struct vip_nic *n)
 /* Slot i leaves the cache; the others keep their order (oldest first). */
 static void take_slot(struct vip_nic *n, unsigned i)
 {
+    n->rc.bytes -= n->rc.slot[i].len;
     memmove(&n->rc.slot[i], &n->rc.slot[i + 1], (n->rc.n - i - 1) * sizeof n->rc.slot[0]);
     n->rc.n--;
 }
@@ -135,7 +138,10 @@ VIP_RETURN vipl_rcache_deregister(struct vip_nic *n, uintptr_t va, VIP_MEM_HANDL
                          "(it was deregistered already)", (unsigned)h);
     }
     const struct via_tpt_entry *e = vipl_tpt_lookup(n, h);
-    if (!rcache_on() || !e || e->va != va) {
+    /* A region larger than the cache keeps goes back at once: what a
+     * process keeps counts against its user's registration limit, which
+     * the user's other processes share. */
+    if (!rcache_on() || !e || e->va != va || e->len > VIPL_RCACHE_BYTES) {
         /* Not one to keep (or an error vipd explains): vipd decides. */
         struct via_ctl_dereg_mem q = {.va = va, .handle = h};
         VIP_RETURN rc = vipl_call(n, VIA_CTL_DEREG_MEM, &q, sizeof q, NULL, 0, NULL, NULL);
@@ -148,10 +154,11 @@ VIP_RETURN vipl_rcache_deregister(struct vip_nic *n, uintptr_t va, VIP_MEM_HANDL
         return rc;
     }
     nic_mem_revoke(n->hw, VIA_MH_INDEX(h), true);
-    if (n->rc.n == VIPL_RCACHE_SLOTS)
+    while (n->rc.n && (n->rc.n == VIPL_RCACHE_SLOTS || n->rc.bytes + e->len > VIPL_RCACHE_BYTES))
         give_back(n, 0); /* the oldest kept */
     n->rc.slot[n->rc.n++] = (struct vipl_rcache_slot){
         .va = va, .len = e->len, .ptag = e->ptag, .flags = e->flags, .handle = h};
+    n->rc.bytes += e->len;
     pthread_mutex_unlock(&n->rc.lock);
     nic_mem_fence(n->hw); /* a copy that passed its check before is done */
     return VIP_SUCCESS;
