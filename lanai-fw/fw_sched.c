@@ -83,34 +83,35 @@ static uint64_t bounded(uint64_t t, uint64_t limit)
     return t > limit ? limit : t;
 }
 
-/* A busy-until word of the shared page, as far as it is believed. */
-static uint64_t ld(struct fw_nic *nic, _Atomic uint64_t *x)
+/* A busy-until word of the shared page, as far as it is believed (limit:
+ * belief() of this claim). */
+static uint64_t ld(_Atomic uint64_t *x, uint64_t limit)
 {
-    return bounded(atomic_load_explicit(x, memory_order_relaxed),
-                   belief(nic, hal_model_now_ns()));
+    return bounded(atomic_load_explicit(x, memory_order_relaxed), limit);
 }
 
-static void own_claim(struct fw_nic *nic, uint64_t end)
+/* *w = max(*w, t). */
+static void raise_word(_Atomic uint64_t *w, uint64_t t)
 {
-    uint64_t cur = atomic_load_explicit(&nic->own_until, memory_order_relaxed);
-    while (end > cur && !atomic_compare_exchange_weak_explicit(&nic->own_until, &cur, end,
-                                                               memory_order_relaxed,
-                                                               memory_order_relaxed))
+    uint64_t cur = atomic_load_explicit(w, memory_order_relaxed);
+    while (t > cur &&
+           !atomic_compare_exchange_weak_explicit(w, &cur, t, memory_order_relaxed,
+                                                  memory_order_relaxed))
         ;
 }
 
 /* Take `dur` of the resource *w from the first moment >= ready it is free
  * (as far as believed): the start. A forged far time is overwritten. */
-static uint64_t take(struct fw_nic *nic, _Atomic uint64_t *w, uint64_t ready, uint64_t dur)
+static uint64_t take(struct fw_nic *nic, _Atomic uint64_t *w, uint64_t ready, uint64_t dur,
+                     uint64_t limit)
 {
-    uint64_t limit = belief(nic, hal_model_now_ns());
     uint64_t cur = atomic_load_explicit(w, memory_order_relaxed), start;
     do {
         uint64_t busy = bounded(cur, limit);
         start = ready > busy ? ready : busy;
     } while (!atomic_compare_exchange_weak_explicit(w, &cur, start + dur, memory_order_relaxed,
                                                     memory_order_relaxed));
-    own_claim(nic, start + dur);
+    raise_word(&nic->own_until, start + dur);
     return start;
 }
 
@@ -169,10 +170,10 @@ static uint64_t packet_noticed(const struct fw_nic *nic, uint64_t arrive_ns, uin
 }
 
 /* The LANai for dur from ready: the start. */
-static uint64_t claim(struct fw_nic *nic, uint64_t ready, uint64_t dur)
+static uint64_t claim(struct fw_nic *nic, uint64_t ready, uint64_t dur, uint64_t limit)
 {
     struct via_nic_page *np = nic->np;
-    uint64_t start = take(nic, &np->lanai_busy_until, ready, dur);
+    uint64_t start = take(nic, &np->lanai_busy_until, ready, dur, limit);
     atomic_store_explicit(&np->lanai_idle_since, start + dur, memory_order_relaxed);
     return start;
 }
@@ -181,14 +182,11 @@ uint64_t fw_sched_send(struct fw_nic *nic, uint32_t vi_id, uint64_t ring_ns, uin
                        bool ext_fw)
 {
     struct via_nic_page *np = nic->np;
-    uint64_t found = doorbell_found(nic, vi_id, ring_ns, ld(nic, &np->lanai_busy_until), ext_fw);
-    uint64_t start = claim(nic, found, dur);
+    uint64_t limit = belief(nic, hal_model_now_ns());
+    uint64_t found = doorbell_found(nic, vi_id, ring_ns, ld(&np->lanai_busy_until, limit), ext_fw);
+    uint64_t start = claim(nic, found, dur, limit);
     /* the host DMA engine and I/O bus serve the send meanwhile */
-    uint64_t hdma = atomic_load_explicit(&np->hdma_busy_until, memory_order_relaxed);
-    while (hdma < start + dur &&
-           !atomic_compare_exchange_weak_explicit(&np->hdma_busy_until, &hdma, start + dur,
-                                                  memory_order_relaxed, memory_order_relaxed))
-        ;
+    raise_word(&np->hdma_busy_until, start + dur);
     return start;
 }
 
@@ -198,11 +196,12 @@ uint64_t fw_sched_recv(struct fw_nic *nic, uint64_t arrive_ns, uint64_t dur)
     /* A peer's packet says when it arrives: believed as far as the page,
      * and one largest transaction of the peer's further (its NIC's backlog:
      * a peer that lies delays us no more than its largest messages could). */
-    arrive_ns = bounded(arrive_ns, belief(nic, hal_model_now_ns()) + vi_worst(nic));
+    uint64_t limit = belief(nic, hal_model_now_ns());
+    arrive_ns = bounded(arrive_ns, limit + vi_worst(nic));
     /* The net receive DMA takes packets one at a time as they arrive. */
-    arrive_ns = take(nic, &np->nrecv_busy_until, arrive_ns, 0);
-    uint64_t seen = packet_noticed(nic, arrive_ns, ld(nic, &np->lanai_busy_until));
-    return claim(nic, seen, dur);
+    arrive_ns = take(nic, &np->nrecv_busy_until, arrive_ns, 0, limit);
+    uint64_t seen = packet_noticed(nic, arrive_ns, ld(&np->lanai_busy_until, limit));
+    return claim(nic, seen, dur, limit);
 }
 
 bool fw_release_due(struct fw_vi *vi, uint64_t t)

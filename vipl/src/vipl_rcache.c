@@ -91,7 +91,10 @@ void vipl_rcache_flush(struct vip_nic *n, uint32_t ptag)
  * program's, as it is while a region is registered.) */
 static bool still_mapped(uintptr_t va, size_t len)
 {
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = va & ~(page - 1);
+    static uintptr_t page;
+    if (!page)
+        page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = va & ~(page - 1);
     return msync((void *)lo, va + len - lo, MS_ASYNC) == 0 || errno != ENOMEM;
 }
 
