@@ -159,6 +159,12 @@ static double model_oneway(void)
     return pr.oneway;
 }
 
+static int cmp_ull(const void *a, const void *b)
+{
+    unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+    return x < y ? -1 : x > y;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -334,14 +340,23 @@ static void test_short_bursts(void)
     TRC(tl_open(&t, "via0"), VIP_SUCCESS);
     TRC(VipCreateCQ(t.nic, 4, &cq), VIP_SUCCESS);
     (void)VipCQDone(cq, &vi, &recv);
-    unsigned long long t0 = VipExtClockNs();
-    for (unsigned i = 0; i < 64; i++) {
-        volatile unsigned x = 0;
-        for (unsigned k = 0; k < 400; k++)
-            x += k;
-        (void)VipExtClockNs(); /* 20 ns each, what a read costs */
+    /* The median of five loops: a gap between two clock reads is charged
+     * as measured, and once in a few hundred loops this VM takes the CPU
+     * away for tens of microseconds in the middle of one (the thread's
+     * own CPU clock counts that time too). */
+    unsigned long long briefs[5], t0;
+    for (unsigned r = 0; r < 5; r++) {
+        t0 = VipExtClockNs();
+        for (unsigned i = 0; i < 64; i++) {
+            volatile unsigned x = 0;
+            for (unsigned k = 0; k < 400; k++)
+                x += k;
+            (void)VipExtClockNs(); /* 20 ns each, what a read costs */
+        }
+        briefs[r] = VipExtClockNs() - t0;
     }
-    unsigned long long brief = VipExtClockNs() - t0;
+    qsort(briefs, 5, sizeof briefs[0], cmp_ull);
+    unsigned long long brief = briefs[2];
     CU_ASSERT(brief < 64 * 20 + 500);
     /* At least what was computed, at most all the CPU the thread used
      * (each burst overshoots its 8 us a little, more on a busy machine) */
