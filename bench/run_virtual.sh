@@ -128,8 +128,7 @@ for _ in 1 2 3; do
     (while :; do :; done) &
     HOGS+=($!)
 done
-ROUNDS=$((ROUNDS / 4)) # beside the hogs a round costs far more wall time
-read -r hop w < <(ring 32)
+read -r hop w < <(ring 32) # the same rounds as idle: like for like
 stop_hogs
 printf '  %-34s %12s %14s %10s\n' "ring of 32, 3 CPU hogs ($ROUNDS rounds)" "$hop" \
     "$(awk -v a="$hop" -v b="$base" 'BEGIN { printf "%.4f", a / b }')" "$w" >>"$WORK/out"

@@ -35,8 +35,10 @@
  * a line of their own; 7: a shared-memory ring's headers carry the seal of
  * their position, not the check word; 8: the profile's host costs (Done),
  * DMA start by direction, copyback and the extension firmware's costs; 9:
- * virtual time (the NIC page's clock, a channel direction's vt_bound). */
-#define VIA_ABI_VERSION 10u
+ * virtual time (the NIC page's clock, a channel direction's vt_bound); 10:
+ * the profile's host_cpu_scale; 11: vt_bound's futex word (vt_seq,
+ * vt_sleepers). */
+#define VIA_ABI_VERSION 11u
 #define VIA_PAGE_SIZE 4096u
 #define VIA_CACHELINE 64u
 
@@ -394,6 +396,13 @@ struct via_chan_dir {
     /* set by the receiver when it went on without the sender's promise
      * (the sender was blocked outside the library) */
     _Atomic uint32_t vt_skipped;
+    /* vt_bound's futex word, used as rx_wake is: the sender bumps vt_seq
+     * after each raise of vt_bound and wakes it when vt_sleepers != 0; a
+     * receiver its promise holds back counts itself in vt_sleepers and
+     * sleeps on vt_seq (a yield would give a busy machine's CPU to
+     * anything runnable, not to the sender). */
+    _Atomic uint32_t vt_seq;
+    _Atomic uint32_t vt_sleepers;
     _Alignas(64) uint8_t ring[VIA_CHAN_RING];
 };
 static_assert(sizeof(struct via_chan_dir) == 3 * 64 + VIA_CHAN_RING, "chan dir: three lines, ring");

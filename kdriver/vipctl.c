@@ -467,6 +467,7 @@ static int cmd_env(void)
 {
     env1("VIP_PROFILE", "NIC timing profile (default native)");
     env1("VIP_CLOCK", "a paced NIC's time: real (default) or virtual");
+    env1("VIP_VT_HOLD", "virtual time, a wait a peer holds back: adapt (default), sleep or yield");
     env1("VIP_PROFILE_DIR", "where vipd finds NAME.conf profiles");
     env1("VIP_EXT_MODE", "short-message path: standard, descriptorless, merged");
     env1("VIP_EXT_MAX", "size threshold (bytes) up to which VIP_EXT_MODE applies");

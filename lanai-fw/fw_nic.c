@@ -188,6 +188,8 @@ void nic_vi_disconnect(struct fw_vi *vi)
     atomic_thread_fence(memory_order_seq_cst); /* (2) */
     fw_wake_dir(wd);
     fw_unlock(&vi->lock);
+    if (wd)
+        fw_vclock_unhold(vi, wd);
 }
 
 const _Atomic bool *nic_vi_error_flag(const struct fw_vi *vi)

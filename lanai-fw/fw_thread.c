@@ -98,9 +98,8 @@ static enum fw_thread_state st_run(struct fw_loop *lp)
             lp->released = rel;
             fw_vclock_released();
         }
-        if (o < 0) {
-            sched_yield(); /* a peer is behind: let it move */
-        }
+        if (o < 0)
+            nic_vt_hold(nic); /* a peer is behind: let it move */
         if (o)
             did = true;
     }

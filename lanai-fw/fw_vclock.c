@@ -12,15 +12,21 @@
  * event of all is always reached: no deadlock while every party is inside
  * a VIPL wait or computing.
  */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "fw.h"
 #include "fw_hal.h"
+#include "fw_link.h"
 #include "fw_vclock.h"
 
 struct fw_vclock fw_vclock;
@@ -39,6 +45,11 @@ static _Thread_local uint32_t tl_released;
 /* The peers' promises, read before this round looked for arrivals. */
 static _Thread_local uint64_t tl_horizon;
 static _Thread_local bool tl_looked;
+/* The peer direction whose promise made the last horizon this thread read,
+ * and that promise. */
+static _Thread_local struct via_chan_dir *tl_limit;
+static _Thread_local unsigned tl_limit_vi;
+static _Thread_local uint64_t tl_limit_bound;
 /* The program's call site of the call in progress and of the last call
  * left (warm_gap); whether each was a clock read. */
 _Thread_local const void *nic_vt_site;
@@ -53,6 +64,7 @@ static _Thread_local bool tl_call_clock, tl_left_clock;
 
 static uint64_t horizon(struct fw_nic *nic, bool skip_blocked);
 static bool promise(struct fw_nic *nic, uint64_t at, uint32_t outside);
+static uint32_t self_pid(void);
 
 /*
  * The program's threads as the NIC's thread sees them. While every one is
@@ -79,6 +91,7 @@ static _Atomic uint32_t vt_inside; /* threads inside the library */
 static _Thread_local int tl_slot = -1;
 static pthread_key_t vt_key;
 static pthread_once_t vt_key_once = PTHREAD_ONCE_INIT;
+static _Atomic uint32_t vt_self_pid; /* self_pid() */
 
 /* What one read of the thread's CPU clock (a system call) and of the
  * monotonic clock (the vDSO) cost, taken off every charge. */
@@ -279,6 +292,21 @@ static uint64_t lookahead(const struct fw_nic *nic)
             for (struct fw_vi *vi = (nic)->vis[w * 64 + (unsigned)__builtin_ctzll(b)];   \
                  vi; vi = NULL)
 
+/* A thread walking the linked VIs' channels counts itself in vt_readers
+ * first: a disconnect unlinks the VI and then waits for the count to be
+ * 0 before its channel may be unmapped and the VI freed
+ * (fw_vclock_unhold). Nothing sleeps while counted. */
+static void links_enter(struct fw_nic *nic)
+{
+    atomic_fetch_add(&nic->vt_readers, 1);
+    atomic_thread_fence(memory_order_seq_cst); /* before the linked bits are read */
+}
+
+static void links_leave(struct fw_nic *nic)
+{
+    atomic_fetch_sub_explicit(&nic->vt_readers, 1, memory_order_release);
+}
+
 static struct via_chan_dir *dir_of(const struct fw_vi *vi, bool ours)
 {
     struct via_chan *c = vi->chan;
@@ -288,30 +316,61 @@ static struct via_chan_dir *dir_of(const struct fw_vi *vi, bool ours)
     return &c->dir[ours ? vi->side : 1 - vi->side];
 }
 
-/* Is the process pid asleep in the kernel (state S or D of its main
- * thread)? A peer outside the library that is, waits for something
- * other than us. */
+/* Is every thread of the process pid asleep in the kernel (state S or D)?
+ * A peer outside the library whose threads all are waits for something
+ * other than us. (Every thread: one asleep in waitpid or a pipe while
+ * another computes can still send.) */
 static bool blocked(uint32_t pid)
 {
     char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%u/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
+    snprintf(path, sizeof path, "/proc/%u/task", pid);
+    DIR *dir = opendir(path);
+    if (!dir)
         return false;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    const char *p = strrchr(buf, ')'); /* the name may hold spaces */
-    return p && p[1] == ' ' && (p[2] == 'S' || p[2] == 'D');
+    bool asleep = true, any = false;
+    for (struct dirent *e; asleep && (e = readdir(dir));) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "/proc/%u/task/%.20s/stat", pid, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue; /* gone meanwhile */
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+        asleep = p && p[1] == ' ' && (p[2] == 'S' || p[2] == 'D');
+        any = true;
+    }
+    closedir(dir);
+    return asleep && any;
 }
 
 static uint64_t horizon(struct fw_nic *nic, bool skip_blocked)
 {
     uint64_t h = UINT64_MAX;
+    tl_limit = NULL;
+    links_enter(nic);
     FOR_LINKED(nic, vi, w, b) {
-        const struct via_chan_dir *d = dir_of(vi, false);
-        if (!d)
+        struct via_chan_dir *d = dir_of(vi, false);
+        if (!d) {
+            /* A link the peer closed with nothing left on it counts as a
+             * promise of now until our NIC has seen it close: the flush of
+             * its queues is an effect at this time, which a wait must not
+             * pass. (A packet still on it is a held effect of its own, and
+             * the close is seen after it.) */
+            struct via_chan *c = vi->chan;
+            if (c && c->link == VIA_LINK_SHM &&
+                !__atomic_load_n(&vi->in_error, __ATOMIC_ACQUIRE) &&
+                !fw_link_ready(&c->dir[1 - vi->side])) {
+                uint64_t now = fw_vclock_now();
+                if (now < h) {
+                    h = now;
+                    tl_limit = NULL;
+                }
+            }
             continue;
+        }
         uint64_t p = atomic_load_explicit(&d->vt_bound, memory_order_acquire);
         if (p >= h)
             continue;
@@ -321,7 +380,11 @@ static uint64_t horizon(struct fw_nic *nic, bool skip_blocked)
             continue;
         }
         h = p;
+        tl_limit = d;
+        tl_limit_vi = vi->vi_id;
     }
+    links_leave(nic);
+    tl_limit_bound = h;
     return h;
 }
 
@@ -332,16 +395,21 @@ static uint64_t horizon(struct fw_nic *nic, bool skip_blocked)
 #define PROMISE_ONLY 2u
 static bool promise(struct fw_nic *nic, uint64_t at, uint32_t outside)
 {
-    uint32_t me = (uint32_t)getpid();
+    uint32_t me = self_pid();
     bool skipped = false;
+    links_enter(nic);
     FOR_LINKED(nic, vi, w, b) {
         struct via_chan_dir *d = dir_of(vi, true);
         if (!d)
             continue;
         /* only ever grows: a promise once made is kept */
         uint64_t cur = atomic_load_explicit(&d->vt_bound, memory_order_relaxed);
-        if (at > cur)
+        if (at > cur) {
             atomic_store_explicit(&d->vt_bound, at, memory_order_release);
+            atomic_fetch_add(&d->vt_seq, 1);
+            if (atomic_load(&d->vt_sleepers))
+                syscall(SYS_futex, &d->vt_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        }
         if (atomic_load_explicit(&d->vt_pid, memory_order_relaxed) != me)
             atomic_store_explicit(&d->vt_pid, me, memory_order_relaxed);
         if (outside != PROMISE_ONLY &&
@@ -350,6 +418,7 @@ static bool promise(struct fw_nic *nic, uint64_t at, uint32_t outside)
         if (!outside && atomic_load_explicit(&d->vt_skipped, memory_order_acquire))
             skipped |= atomic_exchange(&d->vt_skipped, 0) != 0;
     }
+    links_leave(nic);
     return skipped;
 }
 
@@ -357,16 +426,19 @@ void fw_vclock_connected(struct fw_vi *vi)
 {
     if (!nic_virtual_time)
         return;
-    /* A new connection starts with our promise, our pid, and "outside":
-     * the program goes back to its own work from here. */
+    /* A new connection starts with our promise, our pid, and "outside"
+     * if no other thread of ours is in the library: the calling thread goes
+     * back to the program's own work from here (its call to vipd promises
+     * nothing as it leaves), and one waiting in the library can send. */
     struct via_chan *c = vi->chan;
     if (!c || c->link != VIA_LINK_SHM)
         return;
     struct via_chan_dir *d = &c->dir[vi->side];
-    atomic_store_explicit(&d->vt_pid, (uint32_t)getpid(), memory_order_relaxed);
+    atomic_store_explicit(&d->vt_pid, self_pid(), memory_order_relaxed);
     atomic_store_explicit(&d->vt_bound, fw_vclock_now() + lookahead(vi->nic),
                           memory_order_release);
-    atomic_store_explicit(&d->vt_outside, 1, memory_order_release);
+    uint32_t others = atomic_load_explicit(&vt_inside, memory_order_acquire) - (tl_depth ? 1 : 0);
+    atomic_store_explicit(&d->vt_outside, others == 0, memory_order_release);
 }
 
 void nic_vt_inside(struct fw_nic *nic)
@@ -396,12 +468,26 @@ static void slots_after_fork(void)
         atomic_store_explicit(&vt_threads[i].used, false, memory_order_relaxed);
     atomic_store_explicit(&vt_inside, tl_depth ? 1 : 0, memory_order_relaxed);
     tl_slot = -1;
+    atomic_store_explicit(&vt_self_pid, 0, memory_order_relaxed);
 }
 
 static void key_make(void)
 {
     (void)pthread_key_create(&vt_key, slot_free);
     (void)pthread_atfork(NULL, NULL, slots_after_fork);
+}
+
+/* Our pid, asked of the kernel once per process (a promise notes it at
+ * every call's end; getpid is a system call). */
+static uint32_t self_pid(void)
+{
+    uint32_t p = atomic_load_explicit(&vt_self_pid, memory_order_relaxed);
+    if (!p) {
+        pthread_once(&vt_key_once, key_make); /* forgotten in a child */
+        p = (uint32_t)getpid();
+        atomic_store_explicit(&vt_self_pid, p, memory_order_relaxed);
+    }
+    return p;
 }
 
 /* A slot for the calling thread, claimed once (none left: its computation
@@ -436,8 +522,11 @@ void nic_vt_leave(struct fw_nic *nic)
     }
     tl_left_site = tl_call_site;
     tl_left_clock = tl_call_clock;
+    /* Outside: no thread of ours is in the library any more (another
+     * one may be waiting in it, and can send whenever it wakes). */
     if (nic)
-        (void)promise(nic, fw_vclock_now() + lookahead(nic), 1);
+        (void)promise(nic, fw_vclock_now() + lookahead(nic),
+                      atomic_load_explicit(&vt_inside, memory_order_acquire) == 0);
     tl_left_cpu = thread_cpu_ns();
     if (!tl_left_cpu)
         tl_left_cpu = 1;
@@ -590,6 +679,102 @@ bool nic_vt_wait(struct fw_nic *nic, uint64_t next)
     (void)promise(nic, until > UINT64_MAX - la ? UINT64_MAX : until + la, 0);
     tl_held_back = now >= next ? 0 : look ? 0 : tl_held_back + 1;
     return now >= next;
+}
+
+/*
+ * A peer's promise holds this thread back (nic_vt_wait said false): the
+ * peer must move first. With a core to spare, a yield lets it at once and
+ * costs a microsecond. On a busy machine a yield hands the CPU to whatever
+ * else is runnable for a whole slice, and a round trip needs a dozen such
+ * hand-offs (the clocks climb each other's promises a lookahead at a
+ * time): a yield that kept the CPU from us longer than
+ * FW_VCLOCK_YIELD_LOST_NS makes the next FW_VCLOCK_SLEEP_ROUNDS holds sleep
+ * on the promise's futex word instead, until the peer raises it (a woken
+ * sleeper is scheduled at once). A sleep lasts at most FW_VCLOCK_HOLD_NS: a
+ * peer blocked elsewhere raises nothing, and is looked at (blocked()) after
+ * FW_VCLOCK_LOOK_ROUNDS rounds, of which a timed-out sleep counts 1/16.
+ */
+#define FW_VCLOCK_YIELD_LOST_NS 50000u
+#define FW_VCLOCK_SLEEP_ROUNDS 4096u
+#define FW_VCLOCK_HOLD_NS 1000000u
+static _Thread_local unsigned tl_sleep_rounds;
+
+/* VIP_VT_HOLD: adapt (the default, as above), sleep (always: a machine
+ * known to be oversubscribed) or yield (never sleep); read once per
+ * thread. */
+enum vt_hold_mode { HOLD_UNREAD, HOLD_ADAPT, HOLD_SLEEP, HOLD_YIELD };
+static _Thread_local enum vt_hold_mode tl_hold_mode;
+
+static enum vt_hold_mode hold_mode(void)
+{
+    if (tl_hold_mode == HOLD_UNREAD) {
+        const char *e = getenv("VIP_VT_HOLD");
+        tl_hold_mode = e && !strcmp(e, "sleep")   ? HOLD_SLEEP
+                       : e && !strcmp(e, "yield") ? HOLD_YIELD
+                                                  : HOLD_ADAPT;
+    }
+    return tl_hold_mode;
+}
+
+void nic_vt_hold(struct fw_nic *nic)
+{
+    struct via_chan_dir *d = tl_limit;
+    enum vt_hold_mode mode = hold_mode();
+    if (!d || mode == HOLD_YIELD || (mode == HOLD_ADAPT && !tl_sleep_rounds)) {
+        uint64_t t0 = hal_now_ns();
+        sched_yield();
+        if (d && hal_now_ns() - t0 > FW_VCLOCK_YIELD_LOST_NS)
+            tl_sleep_rounds = FW_VCLOCK_SLEEP_ROUNDS;
+        return;
+    }
+    if (tl_sleep_rounds)
+        tl_sleep_rounds--;
+    /* The VI found still linked to this direction, and pinned, while we
+     * count as a reader: a disconnect unlinks it, waits for the readers,
+     * then wakes the pinned and waits for them (fw_vclock_unhold), so the
+     * VI and the mapping stay while we sleep on it. */
+    unsigned id = tl_limit_vi;
+    struct fw_vi *vi = NULL;
+    links_enter(nic);
+    if (id < VIA_MAX_VI && (atomic_load(&nic->linked[id / 64]) >> (id % 64) & 1)) {
+        vi = nic->vis[id];
+        if (vi && dir_of(vi, false) == d)
+            atomic_fetch_add(&vi->vt_holders, 1);
+        else
+            vi = NULL;
+    }
+    links_leave(nic);
+    if (!vi) {
+        sched_yield();
+        return;
+    }
+    /* Counted first, then the word read, then the promise and the link: a
+     * raise (or an unlink) after our look bumps vt_seq after it, so the
+     * sleep returns at once or is woken (the sender reads vt_sleepers after
+     * its bump). */
+    atomic_fetch_add(&d->vt_sleepers, 1);
+    uint32_t seq = atomic_load(&d->vt_seq);
+    if (atomic_load(&d->vt_bound) <= tl_limit_bound &&
+        (atomic_load(&nic->linked[id / 64]) >> (id % 64) & 1)) {
+        struct timespec ts = {0, FW_VCLOCK_HOLD_NS};
+        if (syscall(SYS_futex, &d->vt_seq, FUTEX_WAIT, seq, &ts, NULL, 0) != 0 &&
+            errno == ETIMEDOUT)
+            tl_held_back += FW_VCLOCK_LOOK_ROUNDS / 16;
+    }
+    atomic_fetch_sub(&d->vt_sleepers, 1);
+    atomic_fetch_sub(&vi->vt_holders, 1);
+}
+
+void fw_vclock_unhold(struct fw_vi *vi, struct via_chan_dir *rx)
+{
+    if (!nic_virtual_time)
+        return;
+    while (atomic_load(&vi->nic->vt_readers))
+        sched_yield();
+    atomic_fetch_add(&rx->vt_seq, 1);
+    syscall(SYS_futex, &rx->vt_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    while (atomic_load(&vi->vt_holders))
+        sched_yield();
 }
 
 /* ---- the host library's side (nic.h) ----------------------------------------------- */

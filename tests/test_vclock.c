@@ -6,10 +6,12 @@
  * the model's one-way time, and the same again on a second run; a
  * program's computation advances its clock by its CPU time; a timeout is
  * virtual; a peer blocked outside the library (waiting for its child)
- * does not stop the other side; and every way to ask for virtual time
+ * does not stop the other side; a thread asleep on a peer's promise
+ * survives that peer's VI being destroyed; and every way to ask for virtual time
  * where there is no model time is refused with a message saying why.
  * Nothing here depends on how busy the machine is.
  */
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -511,6 +513,117 @@ out:
     client_close(&ch, &t, &b, vi);
 }
 
+/*
+ * A thread asleep on a peer's promise while another thread of its process
+ * disconnects and destroys the VI of that peer. The holder's thread waits
+ * on VI 1 (peer 1); its horizon is the lesser of peer 1's and peer 2's
+ * promises, so about half of its holds sleep on VI 2's channel
+ * (VIP_VT_HOLD=sleep: every hold sleeps). The main thread connects VI 2,
+ * lets the waiter settle for 2 ms, then disconnects and destroys it: the
+ * disconnect must wake the sleeper and wait for it to leave, because the
+ * destroy unmaps the channel it sleeps on (without that the waiter's
+ * thread dies touching an unmapped page).
+ */
+#define HOLD_CYCLES 64u
+
+/* A peer: accepts on cfg->disc `iters` times; each time waits for a
+ * message or its connection's end, echoes a message, and lets go. */
+static int hold_peer(void *arg)
+{
+    const struct echo_cfg *c = arg;
+    struct tl_nic t;
+    struct tl_buf b;
+    TC_RC(tl_open(&t, "via1"), VIP_SUCCESS);
+    TC_RC(tl_buf_alloc(&t, &b, 8192), VIP_SUCCESS);
+    VIP_DESCRIPTOR *rd = (VIP_DESCRIPTOR *)(void *)b.p, *sd = rd + 1, *d;
+    for (unsigned i = 0; i < c->iters; i++) {
+        VIP_VI_HANDLE vi;
+        TC_RC(tl_vi(&t, VIP_SERVICE_RELIABLE_DELIVERY, NULL, NULL, &vi), VIP_SUCCESS);
+        tl_desc_1(rd, b.p + 4096, 4, b.mh);
+        TC_RC(VipPostRecv(vi, rd, b.mh), VIP_SUCCESS);
+        TC_RC(tl_accept(&t, vi, c->disc, 20000), VIP_SUCCESS);
+        TC_RC(VipRecvWait(vi, 600000, &d), VIP_SUCCESS);
+        if (!(d->CS.Status & VIP_STATUS_ERROR_MASK)) { /* a message, not the end */
+            tl_desc_1(sd, b.p + 4096 + 64, 4, b.mh);
+            TC_RC(VipPostSend(vi, sd, b.mh), VIP_SUCCESS);
+            TC_RC(VipSendWait(vi, 600000, &d), VIP_SUCCESS);
+        }
+        VipDisconnect(vi);
+        VipDestroyVi(vi);
+    }
+    tl_buf_free(&b);
+    tl_close(&t);
+    return 0;
+}
+
+static VIP_VI_HANDLE waiter_vi;
+static VIP_RETURN waiter_rc;
+
+static void *waiter_main(void *arg)
+{
+    (void)arg;
+    VIP_DESCRIPTOR *d;
+    waiter_rc = VipRecvWait(waiter_vi, 600000, &d);
+    return NULL;
+}
+
+static int holder(void *arg)
+{
+    const struct echo_cfg *c = arg; /* c[0]: peer 1, c[1]: peer 2 */
+    setenv("VIP_VT_HOLD", "sleep", 1);
+    struct tl_nic t;
+    struct tl_buf b;
+    TC_RC(tl_open(&t, "via0"), VIP_SUCCESS);
+    TC_RC(tl_buf_alloc(&t, &b, 8192), VIP_SUCCESS);
+    VIP_DESCRIPTOR *rd = (VIP_DESCRIPTOR *)(void *)b.p, *sd = rd + 1, *d;
+    TC_RC(tl_vi(&t, VIP_SERVICE_RELIABLE_DELIVERY, NULL, NULL, &waiter_vi), VIP_SUCCESS);
+    tl_desc_1(rd, b.p + 4096, 4, b.mh);
+    TC_RC(VipPostRecv(waiter_vi, rd, b.mh), VIP_SUCCESS);
+    TC_RC(tl_request(&t, waiter_vi, "via1", c[0].disc, 20000), VIP_SUCCESS);
+    pthread_t w;
+    TC_CHECK(pthread_create(&w, NULL, waiter_main, NULL) == 0);
+    for (unsigned i = 0; i < c[1].iters; i++) {
+        VIP_VI_HANDLE vi;
+        TC_RC(tl_vi(&t, VIP_SERVICE_RELIABLE_DELIVERY, NULL, NULL, &vi), VIP_SUCCESS);
+        TC_RC(tl_request(&t, vi, "via1", c[1].disc, 20000), VIP_SUCCESS);
+        struct timespec settle = {0, 2000000};
+        nanosleep(&settle, NULL); /* the waiter's holds go to sleep meanwhile */
+        TC_RC(VipDisconnect(vi), VIP_SUCCESS);
+        TC_RC(VipDestroyVi(vi), VIP_SUCCESS);
+    }
+    /* The waiter, still asleep on peer 1 or waiting, gets peer 1's echo. */
+    tl_desc_1(sd, b.p + 4096 + 64, 4, b.mh);
+    TC_RC(VipPostSend(waiter_vi, sd, b.mh), VIP_SUCCESS);
+    TC_RC(VipSendWait(waiter_vi, 600000, &d), VIP_SUCCESS);
+    TC_CHECK(pthread_join(w, NULL) == 0);
+    TC_RC(waiter_rc, VIP_SUCCESS);
+    TC_CHECK(!(rd->CS.Status & VIP_STATUS_ERROR_MASK));
+    VipDisconnect(waiter_vi);
+    VipDestroyVi(waiter_vi);
+    tl_buf_free(&b);
+    tl_close(&t);
+    return 0;
+}
+
+static void test_disconnect_wakes_held_waiter(void)
+{
+    CU_ASSERT_FATAL(have_vipd);
+    struct echo_cfg cfg[2] = {{.iters = 1}, {.iters = HOLD_CYCLES}};
+    tl_discrim(cfg[0].disc, "h1");
+    tl_discrim(cfg[1].disc, "h2");
+    struct tl_child p1 = {0}, p2 = {0}, h = {0};
+    TCHK(tl_spawn(&p1, hold_peer, &cfg[0]) == 0);
+    TCHK(tl_spawn(&p2, hold_peer, &cfg[1]) == 0);
+    TCHK(tl_spawn(&h, holder, cfg) == 0);
+    TCHILD_OK(&h, 60000);
+    TCHILD_OK(&p1, 20000);
+    TCHILD_OK(&p2, 20000);
+out:
+    tl_child_kill(&h);
+    tl_child_kill(&p1);
+    tl_child_kill(&p2);
+}
+
 /* Virtual time where there is no model time, or where the program and
  * vipd disagree, is refused, saying why. */
 static void test_refusals(void)
@@ -647,6 +760,7 @@ static const struct tl_test tests[] = {
     TL_TEST(test_vipclock_unmodified_program),
     TL_TEST(test_vipclock_times_itself),
     TL_TEST(test_refusals),
+    TL_TEST(test_disconnect_wakes_held_waiter),
     TL_END,
 };
 

@@ -135,6 +135,9 @@ struct fw_vi {
     /* Our end of a shared-memory link, whose wake word (rx_wake) the host's
      * waits on this VI sleep on (nic_vi_wake_dir); NULL otherwise. */
     _Atomic(struct via_chan_dir *) wake_dir;
+    /* Virtual time: threads asleep on the peer's promise in that direction
+     * (nic_vt_hold); a disconnect wakes them and waits for them to leave. */
+    _Atomic uint32_t vt_holders;
 
     /* host side of the doorbell: when each slot was rung (T1) */
     uint64_t db_ring_ns[VIA_DB_SLOTS];
@@ -216,6 +219,7 @@ struct fw_nic {
     _Atomic uint64_t held[VIA_MAX_VI / 64];
     _Atomic uint64_t held_min;       /* earliest held effect of those, or UINT64_MAX */
     _Atomic uint32_t vt_released;    /* virtual time: effects released so far */
+    _Atomic uint32_t vt_readers;     /* threads walking the linked VIs' channels (fw_vclock.c) */
 
     /* The NIC's own thread (fw_thread.c). */
     _Atomic uint32_t thread_state;   /* enum fw_thread_state */

@@ -61,6 +61,11 @@ int fw_vclock_outside(struct fw_nic *nic);
  * its CPU clock now (a poll loop that comes back at once was polling for
  * them: what it spun since they were due is not charged). */
 void fw_vclock_released(void);
+/* A VI's link is going (nic_vi_disconnect, after it is no longer linked):
+ * wake any thread asleep on its peer's promise in rx and wait until it
+ * has left, so the mapping may go. */
+struct via_chan_dir;
+void fw_vclock_unhold(struct fw_vi *vi, struct via_chan_dir *rx);
 
 /* The host library's side (entering and leaving the library, spending a
  * host cost, a wait's step, reading the clock) is nic.h's nic_vt_*. */

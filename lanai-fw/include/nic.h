@@ -192,8 +192,8 @@ bool nic_cq_resize(struct fw_cq *cq, struct via_cq_ring *ring, uint32_t entries,
  * (nested calls count once): the program's CPU time between calls is
  * charged to the clock, the library's own is not. Host costs are spent
  * with nic_vt_spend instead of spinning; a wait with nothing to take
- * advances the clock with nic_vt_wait (false: a peer holds it back; yield
- * and try again). nic_model_now_ns is the model's time either way.
+ * advances the clock with nic_vt_wait (false: a peer holds it back;
+ * nic_vt_hold and try again). nic_model_now_ns is the model's time either way.
  */
 extern bool nic_virtual_time;
 /* The program's call site of the data-path call being made (its return
@@ -220,6 +220,9 @@ void nic_vt_look(struct fw_nic *nic);
  * time. */
 bool nic_vt_alone(struct fw_nic *nic);
 bool nic_vt_wait(struct fw_nic *nic, uint64_t next_ns);
+/* nic_vt_wait said false: let the peer whose promise holds us back move
+ * (a yield, then a sleep until it raises its promise). */
+void nic_vt_hold(struct fw_nic *nic);
 /* The earliest effect still ahead that this NIC holds until its modelled
  * time, or `held` (one a progress just reported) if earlier; UINT64_MAX:
  * none. */

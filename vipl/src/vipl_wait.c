@@ -210,7 +210,7 @@ static void vt_poll_begin(struct fw_nic *hw)
 static void vt_poll_empty(struct fw_nic *hw, uint64_t held)
 {
     if (!nic_vt_wait(hw, nic_vt_next_event(hw, held)))
-        sched_yield();
+        nic_vt_hold(hw);
     nic_vt_polled_empty();
 }
 
@@ -408,7 +408,7 @@ static uint64_t deadline_of(VIP_ULONG timeout_ms)
  * A wait in virtual time: never sleeps in real time. Each round takes what
  * is ready, else moves the clock to the next event (an effect the NIC
  * holds, the deadline), as far as the peers' promises allow; held back,
- * it offers the CPU until a peer has moved. The timeout is virtual.
+ * it lets the peer move first (nic_vt_hold). The timeout is virtual.
  */
 static VIP_RETURN wait_virtual(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_ready_fn ready,
                                void *arg, const char *what)
@@ -450,7 +450,7 @@ static VIP_RETURN wait_virtual(struct vip_nic *n, VIP_ULONG timeout_ms, vipl_rea
         if (deadline < next)
             next = deadline;
         if (!nic_vt_wait(n->hw, next))
-            sched_yield();
+            nic_vt_hold(n->hw);
     }
     nic_vt_leave(n->hw);
     return rc;
