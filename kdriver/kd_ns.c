@@ -8,9 +8,12 @@
  *   DEV          that NIC of this host;
  *   a name of the hosts file (vipd --hosts FILE, else $VIPD_HOSTS): its
  *                addresses in the order of the file (NameIndex 0, 1, ...);
- *   this host    localhost, 127.0.0.1, gethostname() (short or FQDN), and
- *                the names /etc/hosts gives this machine's addresses: the
- *                asking session's own NIC.
+ *   this host    localhost, 127.0.0.1, gethostname() (short or FQDN): the
+ *                asking session's own NIC; an address of this machine, or
+ *                a name /etc/hosts gives one: the NIC /dev/via_ethN opens
+ *                when the address is interface ethN's (the asking session's
+ *                own NIC for a loopback address, or an interface no
+ *                /dev/via_ethN is bound to).
  * The hosts file is read once, at start-up, by a strict parser: a line it
  * does not understand stops vipd with the file and line named.
  */
@@ -21,6 +24,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,42 +86,67 @@ static bool host_if_bound(const char *dev, unsigned idx, struct kd_reply *r)
     return false;
 }
 
-/* Is the textual IP address ip one of this machine's? Loopback always is. */
-static bool ip_is_ours(const char *ip)
+/* Is the textual IP address ip one of this machine's? Loopback always is.
+ * ifname: the interface holding it ("" for a loopback address). */
+static bool local_address(const char *ip, char ifname[IF_NAMESIZE])
 {
     struct in_addr v4;
     struct in6_addr v6;
-    if (inet_pton(AF_INET, ip, &v4) == 1) {
-        if ((ntohl(v4.s_addr) >> 24) == 127)
-            return true;
-    } else if (inet_pton(AF_INET6, ip, &v6) == 1) {
-        if (IN6_IS_ADDR_LOOPBACK(&v6))
-            return true;
-    } else {
+    ifname[0] = 0;
+    int af = inet_pton(AF_INET, ip, &v4) == 1    ? AF_INET
+             : inet_pton(AF_INET6, ip, &v6) == 1 ? AF_INET6
+                                                 : 0;
+    if (!af)
         return false;
-    }
+    if ((af == AF_INET && (ntohl(v4.s_addr) >> 24) == 127) ||
+        (af == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&v6)))
+        return true;
     struct ifaddrs *ifs;
     if (getifaddrs(&ifs) < 0)
         return false;
     bool ours = false;
     for (struct ifaddrs *i = ifs; i && !ours; i = i->ifa_next) {
-        if (!i->ifa_addr)
+        if (!i->ifa_addr || i->ifa_addr->sa_family != af)
             continue;
-        if (i->ifa_addr->sa_family == AF_INET)
+        if (af == AF_INET)
             ours = memcmp(&((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr, &v4,
                           sizeof v4) == 0;
-        else if (i->ifa_addr->sa_family == AF_INET6)
+        else
             ours = memcmp(&((struct sockaddr_in6 *)(void *)i->ifa_addr)->sin6_addr, &v6,
                           sizeof v6) == 0;
+        if (ours && !(i->ifa_flags & IFF_LOOPBACK))
+            snprintf(ifname, IF_NAMESIZE, "%s", i->ifa_name);
     }
     freeifaddrs(ifs);
     return ours;
 }
 
-/* Does /etc/hosts give `name` to an address of this machine, or list it
- * beside this host's name? Read at each look-up: it is small and may change. */
-static bool etc_hosts_says_ours(const char *name)
+/* The NIC that /dev/via_ethN opens for interface ifname: N, or -1 (no
+ * /dev/via_ethN of this vipd is bound to it). */
+static int nic_of_interface(const char *ifname)
 {
+    if (!*ifname)
+        return -1;
+    struct kd_hostif *list = calloc(KD_HOSTIF_MAX, sizeof *list);
+    int n = list ? kd_hostif_list(list, KD_HOSTIF_MAX) : -1, nic = -1;
+    for (int pos = 0; pos < n && nic < 0; pos++) {
+        if (strcmp(list[pos].name, ifname) != 0)
+            continue;
+        for (unsigned eth = 0; eth < kd.nnics && nic < 0; eth++)
+            if (kd_hostif_eth(list, (unsigned)n, eth) == pos)
+                nic = (int)eth;
+    }
+    free(list);
+    return nic;
+}
+
+/* Does /etc/hosts give `name` to an address of this machine, or list it
+ * beside this host's name? ifname: the interface holding that address, ""
+ * if none does (a loopback address, or a line that only lists the name
+ * beside ours). Read at each look-up: it is small and may change. */
+static bool etc_hosts_says_ours(const char *name, char ifname[IF_NAMESIZE])
+{
+    ifname[0] = 0;
     FILE *f = fopen("/etc/hosts", "r");
     if (!f)
         return false;
@@ -132,23 +161,34 @@ static bool etc_hosts_says_ours(const char *name)
             named |= strcasecmp(w, name) == 0;
             beside_ours |= strcasecmp(w, kd.hostname) == 0;
         }
-        ours = named && (beside_ours || ip_is_ours(ip));
+        if (named && ip)
+            ours = local_address(ip, ifname) || beside_ours;
     }
     fclose(f);
     return ours;
 }
 
-/* Names that mean this machine. */
-static bool is_this_host(const char *h)
+/* The names of this machine itself: localhost, its host name (short or
+ * FQDN). They mean the asking session's own NIC. */
+static bool is_host_name(const char *h)
 {
     if (!*h || strcmp(h, "localhost") == 0 || strcmp(h, "127.0.0.1") == 0 ||
         strcasecmp(h, kd.hostname) == 0)
         return true;
     /* short name of an FQDN hostname, or FQDN of a short one */
     size_t a = strcspn(h, "."), b = strcspn(kd.hostname, ".");
-    if (a == b && strncasecmp(h, kd.hostname, a) == 0)
+    return a == b && strncasecmp(h, kd.hostname, a) == 0;
+}
+
+/* Names that mean this machine: its own names, its addresses, and the
+ * names /etc/hosts gives them. ifname: the interface a name or address
+ * belongs to ("" for the machine as a whole, or a loopback address). */
+static bool is_this_host(const char *h, char ifname[IF_NAMESIZE])
+{
+    ifname[0] = 0;
+    if (is_host_name(h))
         return true;
-    return etc_hosts_says_ours(h);
+    return local_address(h, ifname) || etc_hosts_says_ours(h, ifname);
 }
 
 /* ---- the hosts file ----------------------------------------------------------------- */
@@ -353,7 +393,8 @@ static bool resolve(const char *name, uint32_t index, unsigned own, uint8_t out[
                 host_addr(kd.nethost[i].host_id, idx, out); /* another host's NIC */
                 return true;
             }
-        if (!is_this_host(host)) {
+        char ifname[IF_NAMESIZE];
+        if (!is_this_host(host, ifname)) {
             kd_fail(r, VIP_ERROR_NAMESERVICE,
                     "unknown host %.40s (neither this host nor one of the hosts file)", host);
             return false;
@@ -374,11 +415,15 @@ static bool resolve(const char *name, uint32_t index, unsigned own, uint8_t out[
                     found, found == 1 ? "" : "es", found - 1);
             return false;
         }
-        if (!is_this_host(name)) {
+        char ifname[IF_NAMESIZE];
+        if (!is_this_host(name, ifname)) {
             kd_fail(r, VIP_ERROR_NAMESERVICE, "unknown host %.64s", name);
             return false;
         }
-        idx = own;
+        /* A name or address of interface ethN is the NIC /dev/via_ethN
+         * opens; the machine's own names are the asking session's NIC. */
+        int eth = nic_of_interface(ifname);
+        idx = eth >= 0 ? (unsigned)eth : own;
     }
     if (idx >= kd.nnics) {
         kd_fail(r, VIP_ERROR_NAMESERVICE, "no such NIC via%u (this vipd has %u)", idx,

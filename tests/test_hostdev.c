@@ -1,7 +1,7 @@
 /*
  * test_hostdev.c - the host's network devices as an M-VIA user sees them:
  * /dev/via_ethN opens NIC viaN only if the host has network interface N;
- * `vipctl nics` names that interface, its addresses and its PCI device;
+ * the address of interface N names NIC N; `vipctl nics` names that interface, its addresses and its PCI device;
  * `vipctl doctor` reports the kernel's module support, the RDMA drivers
  * and devices (needs run_tests.sh's vipd, six NICs).
  *
@@ -512,6 +512,54 @@ out:
     tl_close(&t);
 }
 
+/* A name of one interface's address is that interface's NIC: the address
+ * of the interface /dev/via_ethN is bound to resolves to NIC N, whichever
+ * NIC asks (a library finding its device and its peer by host name, one
+ * name per interface, connects the right NICs). The machine's own names and
+ * its loopback address are the asking session's NIC. */
+static void test_interface_address_names_its_nic(void)
+{
+    static struct sysif l[256];
+    int n = sys_ifaces(l, 256);
+    struct tl_nic t = {0};
+    VIP_NET_ADDRESS *a = calloc(1, sizeof *a + 6 + 16);
+    TCHK(a != NULL);
+    TRC(tl_open(&t, "via5"), VIP_SUCCESS);
+    TRC(VipNSInit(t.nic, NULL), VIP_SUCCESS);
+    unsigned named = 0;
+    for (unsigned eth = 0; eth < NNICS; eth++) {
+        int i = sys_eth(l, n, eth);
+        char ip[64];
+        if (i < 0)
+            continue;
+        ipv4_of(l[i].name, ip, sizeof ip);
+        if (!ip[0])
+            continue;
+        TRC_SOFT(VipNSGetHostByName(t.nic, ip, a, 0), VIP_SUCCESS);
+        CU_ASSERT_EQUAL(tl_host_bytes(a)[5], eth);
+        CU_ASSERT_EQUAL(memcmp(tl_host_bytes(a), t.attr.LocalNicAddress, 4), 0);
+        if (tl_host_bytes(a)[5] != eth)
+            fprintf(stderr, "\n  %s (%s, /dev/via_eth%u) resolved to NIC %u\n", ip,
+                    l[i].name, eth, tl_host_bytes(a)[5]);
+        named++;
+    }
+    if (!named)
+        fprintf(stderr, " (no /dev/via_ethN interface here has an IPv4 address) ");
+    static const char *const own[] = {"127.0.0.1", "127.0.1.1", "localhost"};
+    for (unsigned k = 0; k < sizeof own / sizeof own[0]; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "%s", own[k]);
+        TRC_SOFT(VipNSGetHostByName(t.nic, name, a, 0), VIP_SUCCESS);
+        CU_ASSERT_EQUAL(memcmp(tl_host_bytes(a), t.attr.LocalNicAddress, 6), 0);
+    }
+    /* an address that is not this machine's names nothing here */
+    char far[] = "198.51.100.77";
+    TRC_SOFT(VipNSGetHostByName(t.nic, far, a, 0), VIP_ERROR_NAMESERVICE);
+out:
+    free(a);
+    tl_close(&t);
+}
+
 /* One raw HELLO; the reply's status, its reason into msg. */
 static int32_t raw_hello(uint32_t nic, uint32_t flags, char *msg, size_t cap)
 {
@@ -563,6 +611,7 @@ int main(int argc, char **argv)
         TL_TEST(test_doctor_modules),
         TL_TEST(test_nics_host_interface),
         TL_TEST(test_open_via_eth),
+        TL_TEST(test_interface_address_names_its_nic),
         TL_TEST(test_hello_flags),
         TL_END,
     };
