@@ -50,6 +50,20 @@ for p in "$@"; do
 done
 echo
 
+echo "The same with a sequence number in every message's immediate data (vip_send_lat --imm),"
+echo "as message-passing libraries of the VIA era sent [us], median measured"
+printf '  %-8s' profile
+for m in "${MODES[@]}"; do printf ' %22s' "$m"; done
+echo
+for p in "$@"; do
+    printf '  %-8s' "$p"
+    for m in "${MODES[@]}"; do
+        printf ' %22s' "$(lat "$p" "${m}_imm" 4)"
+    done
+    echo
+done
+echo
+
 echo "LogP, 4-byte messages [us], median measured (model prediction)"
 printf '  %-8s %18s %18s %18s %18s\n' profile o_s o_r g L
 for p in "$@"; do

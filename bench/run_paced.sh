@@ -9,6 +9,7 @@
 # client runs on via0 and the server on via1, as the paper's two hosts.
 # Written to bench/results (or $RESULTS):
 #   PROFILE_MODE_latency.csv    vip_send_lat, 4 B .. 32 KiB, one-way us
+#   PROFILE_MODE_imm_latency.csv  vip_send_lat --imm, 4 B, one-way us (immediate data)
 #   PROFILE_MODE_bandwidth.csv  vip_send_bw, 4 B .. 32 KiB, streaming
 #   PROFILE_rdma_write_latency.csv    vip_write_lat, 4 B .. 32 KiB, one-way us
 #   PROFILE_rdma_write_bandwidth.csv  vip_write_bw, 4 B .. 32 KiB, streaming
@@ -129,6 +130,10 @@ for prof in "${PROFILES[@]}"; do
             files+=("$WORK/lat_$s.csv")
         done
         merge_csv "$RES/${prof}_${mode}_latency.csv" "${files[@]}"
+        # what a message-passing library of the era sends: a sequence number
+        # in every message's immediate data, which the extensions must carry
+        VIP_EXT_MODE=$mode run "$BIN/vip_send_lat" -d via1 -s 4 --imm -n "$LAT_N" -w 100 \
+            --csv >"$RES/${prof}_${mode}_imm_latency.csv"
         say "   $prof/$mode: bandwidth sweep ($(elapsed))"
         files=()
         for s in $SIZES; do

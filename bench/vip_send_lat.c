@@ -20,6 +20,10 @@
  * block in VipRecvWait/VipSendWait instead, which poll briefly and then
  * sleep until the NIC wakes them.
  *
+ * With --imm every message also carries its iteration number as immediate
+ * data (VIP_CONTROL_IMMEDIATE), as message-passing libraries of the VIA era
+ * put a sequence number in every message's; the receiver checks it.
+ *
  * Every message carries its iteration number in its first and last byte;
  * both ends check it, the length and the descriptor status of everything
  * they complete, and stop with a message on the first mismatch.
@@ -34,6 +38,7 @@ struct opts {
     struct bu_opts c;
     size_t active; /* --active: connected VIs per process, used in turn */
     bool reg_per_msg; /* --reg-per-msg: register each send's buffer around it */
+    bool imm;         /* --imm: each message carries its sequence number as immediate data */
 };
 
 /* One end: `nvi` connected VIs (the first is ep.vi), RQ_DEPTH receives of
@@ -53,6 +58,10 @@ struct end {
      * libraries of the VIA era did (smh_now: this send's handle). */
     bool reg_per_msg;
     VIP_MEM_HANDLE smh_now;
+    /* --imm: every message carries its sequence number in the immediate
+     * data, as message-passing libraries of the era did; checked on
+     * arrival. */
+    bool imm;
 };
 
 /* VI k's discriminator: the program's, with k in the top bits. */
@@ -67,6 +76,7 @@ static void end_setup(struct end *e, const struct opts *op, bool server)
     bu_open(&e->ep, server ? o->server_dev : o->client_dev, o->rel);
     e->events = o->events;
     e->reg_per_msg = op->reg_per_msg;
+    e->imm = op->imm;
     e->nvi = op->active;
     e->max = o->sizes[o->nsizes - 1];
     if (e->max > e->ep.attrs.MaxTransferSize)
@@ -130,6 +140,11 @@ static void recv_one(struct end *e, size_t k, uint32_t size, uint64_t seq)
         bu_die("%s returned descriptor %p, expected %p (completions out of order)",
                bu_next_desc_call(true, e->events), (void *)d, (void *)want);
     bu_check_desc(d, "receive");
+    if (e->imm &&
+        (!(d->CS.Status & VIP_STATUS_IMMEDIATE) || d->CS.ImmediateData != (uint32_t)seq))
+        bu_die("message %" PRIu64 ": immediate data %s%u, expected %u", seq,
+               d->CS.Status & VIP_STATUS_IMMEDIATE ? "" : "absent, word ",
+               (unsigned)d->CS.ImmediateData, (unsigned)(uint32_t)seq);
     if (d->CS.Length != size)
         bu_die("message %" PRIu64 ": received %u bytes, expected %u", seq,
                (unsigned)d->CS.Length, size);
@@ -156,6 +171,10 @@ static void post_send(struct end *e, size_t k, uint32_t size, uint64_t seq)
         BU_CHECK(VipRegisterMem(e->ep.nic, e->sbuf, size ? size : 1, &ma, &e->smh_now));
     }
     bu_desc_init(e->sdesc, e->sbuf, e->smh_now, size);
+    if (e->imm) {
+        e->sdesc->CS.Control |= VIP_CONTROL_IMMEDIATE;
+        e->sdesc->CS.ImmediateData = (uint32_t)seq;
+    }
     BU_CHECK(VipPostSend(e->vis[k], e->sdesc, e->dmh));
 }
 
@@ -263,7 +282,10 @@ static void usage(FILE *f)
                "                          one ping-pong each in turn (default 1)\n"
                "      --reg-per-msg       register each send's buffer before the send and\n"
                "                          deregister it after (a user buffer, as message-\n"
-               "                          passing libraries of the VIA era did)\n",
+               "                          passing libraries of the VIA era did)\n"
+               "      --imm               each message carries its sequence number as\n"
+               "                          immediate data (checked on arrival), as message-\n"
+               "                          passing libraries of the VIA era did\n",
         .events = "wait for completions in VipRecvWait/VipSendWait (they\n"
                   "                          poll briefly, then sleep) instead of polling\n"
                   "                          VipRecvDone/VipSendDone (the default)"});
@@ -274,6 +296,10 @@ static bool own_opt(int c, const char *arg, void *ctx)
     struct opts *o = ctx;
     if (c == 0x1a0) {
         o->reg_per_msg = true;
+        return true;
+    }
+    if (c == 0x1a1) {
+        o->imm = true;
         return true;
     }
     if (c != 'A')
@@ -288,6 +314,7 @@ int main(int argc, char **argv)
     struct opts o = {.active = 1};
     static const struct option lo[] = {{"active", required_argument, NULL, 'A'},
                                        {"reg-per-msg", no_argument, NULL, 0x1a0},
+                                       {"imm", no_argument, NULL, 0x1a1},
                                        {NULL, 0, NULL, 0}};
     bu_parse_args(&o.c,
                   &(struct bu_args){.size = 4, .min_size = 0, .max_iters = 1000000000,
