@@ -179,7 +179,10 @@ struct pair {
  *   s  stop polling until the next byte arrives
  *   m  map the name that follows at index 1 (a second endpoint of the parent)
  *   u  unmap the parent (its requests then come back EBADENTRY)
- *   w  AM_WaitSema, then report the CPU and wall ms the wait took */
+ *   w  AM_WaitSema, then report the CPU and wall ms the wait took
+ *   L  send an AM_MaxLong request to the parent (handler 6: its echo comes
+ *      back), say "W", then wait for the echo in AM_WaitSema alone (the
+ *      parent starts polling only then); "L" once it is in, intact */
 static int child_main(void *arg)
 {
     struct pair *pr = arg;
@@ -231,6 +234,20 @@ static int child_main(void *arg)
             int32_t rep[3] = {(int32_t)cpu, (int32_t)(t1 - t0),
                               (int32_t)(th1.ru_nvcsw - th0.ru_nvcsw)};
             TC_CHECK(write(wr, rep, sizeof rep) == sizeof rep);
+        } else if (cmd == 'L') {
+            static uint8_t big[AM2_MAX_LONG];
+            tl_fill(big, sizeof big, 77);
+            int base = cnt.replies;
+            TC_CHECK(AM_RequestXfer1(s.ep, 0, 0, 6, big, sizeof big, 0) == AM_OK);
+            TC_CHECK(write(wr, "W", 1) == 1);
+            while (cnt.replies == base) {
+                TC_CHECK(tl_now_ms() < end);
+                TC_CHECK(AM_SetEventMask(s.eb, AM_NOTEMPTY) == AM_OK);
+                TC_CHECK(AM_WaitSema(s.eb) == AM_OK);
+                TC_CHECK(AM_Poll(s.eb) == AM_OK);
+            }
+            TC_CHECK(cnt.nbytes == sizeof big && tl_verify(seg, sizeof big, 77) == -1);
+            TC_CHECK(write(wr, "L", 1) == 1);
         }
     }
     int32_t counts[2] = {cnt.requests, cnt.returns};
@@ -718,6 +735,37 @@ out:
         ;
 }
 
+/* A blocking sender and a late receiver: the child sends an AM_MaxLong
+ * request while we do not poll (through shared memory it does not fit our
+ * queue: 128 cells of 8 KiB, and the last waits in the child's own list),
+ * then sleeps in AM_WaitSema for the echo; only then do we start polling.
+ * The request must arrive whole and its echo come back: the sleeper sends
+ * what waits as our queue empties (before, neither side moved again). */
+static void test_vipl_maxlong_into_late_receiver(void)
+{
+    struct pair pr = {.sc = S_SERVE};
+    struct side s;
+    int32_t counts[2];
+    TCHK(pair_start(&pr, &s, true) == 0);
+    TAM(AM_Request4(s.ep, 0, 2, 0, 0, 0, 0), AM_OK); /* connected (NIC) before */
+    TCHK(wait_count(s.eb, &cnt.replies, 1, 5000) == 0);
+    TCHK(cmd(&pr, 'L', 'W') == 0);
+    TCHK(wait_count(s.eb, &cnt.requests, 1, 10000) == 0);
+    TCHK(tl_verify(seg, AM2_MAX_LONG, 77) == -1);
+    /* our echo (as large) goes back while the child sleeps; it says "L" */
+    uint64_t end = tl_now_ms() + 10000;
+    char a = 0;
+    struct pollfd p = {.fd = pr.c2p[0], .events = POLLIN};
+    while (tl_now_ms() < end && poll(&p, 1, 0) == 0)
+        TAM(AM_Poll(s.eb), AM_OK);
+    TCHK(read(pr.c2p[0], &a, 1) == 1 && a == 'L');
+    TCHK(pair_end(&pr, counts) == 0);
+out:
+    pair_kill(&pr);
+    while (AM_Terminate() == AM_OK)
+        ;
+}
+
 int main(int argc, char **argv)
 {
     static const struct tl_test tests[] = {
@@ -726,6 +774,7 @@ int main(int argc, char **argv)
         TL_TEST(test_vipl_unreachable), TL_TEST(test_vipl_peer_dies),
         TL_TEST(test_vipl_two_endpoints),
         TL_TEST(test_vipl_waitsema),   TL_TEST(test_vipl_par),
+        TL_TEST(test_vipl_maxlong_into_late_receiver),
         TL_END,
     };
     return tl_main(argc, argv, "am2_vipl", tests);

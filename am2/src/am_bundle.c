@@ -280,6 +280,10 @@ int AM_WaitSema(eb_t eb)
     while (!eb->event && !bundle_has_work(eb)) {
         VIP_VI_HANDLE vi;
         VIP_BOOLEAN recvq;
+        /* What a full queue made wait goes now: the peer may answer only
+         * once it has all of it (a long message's last cell). */
+        for (struct am2_ep *ep = eb->eps; ep; ep = ep->next)
+            am_shm_flush_ep(ep);
         /* One endpoint and no VI: everything comes through its
          * shared-memory queue, whose senders ring it, or is a connection
          * request, which the listener rings it for. Sleep there. Not in

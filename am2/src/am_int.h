@@ -289,6 +289,9 @@ void am_shm_destroy(struct am2_ep *ep);
 bool am_shm_attach(struct am_peer *p);
 void am_shm_detach(struct am_peer *p);
 void am_shm_flush(struct am_peer *p);
+/* Retry what a full queue made wait, for every peer of ep (AM_Poll, and
+ * each turn of AM_WaitSema's sleep). */
+void am_shm_flush_ep(struct am2_ep *ep);
 int am_shm_send(struct am_peer *p, const struct am_wire *w, const void *payload, size_t len);
 int am_shm_poll(struct am2_ep *ep, int budget);
 bool am_shm_peer_alive(struct am_peer *p);

@@ -347,15 +347,7 @@ int am_poll_bundle(struct am2_bundle *eb, int budget)
      * adaptive polling: the slower path must not tax the faster). */
     int from_shm = 0;
     for (struct am2_ep *ep = eb->eps; ep; ep = ep->next) {
-        if (ep->has_pend) { /* retry what a full queue made wait */
-            bool left = false;
-            for (struct am_peer *p = ep->peers; p; p = p->next)
-                if (p->pend) {
-                    am_shm_flush(p);
-                    left |= p->pend != NULL;
-                }
-            ep->has_pend = left;
-        }
+        am_shm_flush_ep(ep);
         if (ep->shmq)
             from_shm += am_shm_poll(ep, budget - n - from_shm);
     }

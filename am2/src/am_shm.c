@@ -19,7 +19,11 @@
  * path a message takes.
  *
  * A full queue never makes a handler wait: what cannot be enqueued waits
- * in the sender's own list, in order, and AM_Poll retries it. An owner
+ * in the sender's own list, in order, and AM_Poll and each turn of
+ * AM_WaitSema retry it; the owner rings its peers when it frees cells that
+ * a sender wanted (a sender asleep in AM_WaitSema, its last cells waiting,
+ * and an owner that can answer only once they arrive would otherwise both
+ * sleep for ever). An owner
  * that frees its endpoint marks its queue closed; a sender that finds it
  * closed, or its process gone, treats the peer as broken (EBADENDPOINT).
  */
@@ -38,7 +42,7 @@
 
 #include "am_int.h"
 
-#define SHM_MAGIC 0xA2540002u /* 2: the bell */
+#define SHM_MAGIC 0xA2540003u /* 2: the bell; 3: want_room */
 #define SHM_SLOTS 128u /* a power of two */
 
 struct shm_cell {
@@ -59,6 +63,10 @@ struct am_shmq {
      * other's word, so one of them always sees the other. */
     _Atomic uint32_t bell;
     _Atomic uint32_t sleeping;
+    /* A sender found the queue full and keeps what did not fit (it may
+     * be asleep in AM_WaitSema): the owner, having freed cells, rings its
+     * peers' queues, so that a sleeping sender wakes and sends the rest. */
+    _Atomic uint32_t want_room;
     _Atomic uint64_t tail __attribute__((aligned(64)));
     uint64_t head __attribute__((aligned(64))); /* the owner's only */
     struct shm_cell cell[] __attribute__((aligned(64)));
@@ -226,12 +234,22 @@ static bool peer_gone(struct am_peer *p)
            (kill((pid_t)p->name.pid, 0) != 0 && errno == ESRCH);
 }
 
+/* Enqueue, or ask the owner to ring us when it frees cells and try once
+ * more (it may have freed them between our look and the ask). */
+static bool enqueue_or_ask(struct am_shmq *q, const en_t *src, const uint8_t *msg, size_t len)
+{
+    if (enqueue(q, src, msg, len))
+        return true;
+    atomic_store_explicit(&q->want_room, 1, memory_order_seq_cst);
+    return enqueue(q, src, msg, len);
+}
+
 /* Retry what waits, in order. */
 void am_shm_flush(struct am_peer *p)
 {
     while (p->pend && p->state != PEER_BROKEN) {
         struct am_pend *x = p->pend;
-        if (!enqueue(p->shmq, &p->ep->name, x->msg, x->len)) {
+        if (!enqueue_or_ask(p->shmq, &p->ep->name, x->msg, x->len)) {
             if (peer_gone(p))
                 am_peer_broken(p, "its endpoint is gone (shared memory)");
             return;
@@ -241,6 +259,19 @@ void am_shm_flush(struct am_peer *p)
             p->pend_tail = NULL;
         free(x);
     }
+}
+
+void am_shm_flush_ep(struct am2_ep *ep)
+{
+    if (!ep->has_pend)
+        return;
+    bool left = false;
+    for (struct am_peer *p = ep->peers; p; p = p->next)
+        if (p->pend) {
+            am_shm_flush(p);
+            left |= p->pend != NULL;
+        }
+    ep->has_pend = left;
 }
 
 int am_shm_send(struct am_peer *p, const struct am_wire *w, const void *payload, size_t len)
@@ -258,7 +289,7 @@ int am_shm_send(struct am_peer *p, const struct am_wire *w, const void *payload,
     size_t n = sizeof *w + len;
     if (p->pend)
         am_shm_flush(p);
-    if (!p->pend && enqueue(p->shmq, &p->ep->name, msg, n))
+    if (!p->pend && enqueue_or_ask(p->shmq, &p->ep->name, msg, n))
         return AM_OK;
     struct am_pend *x = malloc(sizeof *x + n);
     if (!x)
@@ -297,6 +328,12 @@ int am_shm_poll(struct am2_ep *ep, int budget)
         if (!ep->shmq) /* a handler freed... (not allowed; defensive) */
             break;
     }
+    /* Cells freed that a sender wanted: ring whoever may be waiting. */
+    if (n && q && atomic_load_explicit(&q->want_room, memory_order_relaxed) &&
+        atomic_exchange(&q->want_room, 0))
+        for (struct am_peer *p = ep->peers; p; p = p->next)
+            if (p->shmq)
+                ring(p->shmq);
     return n;
 }
 
