@@ -2,7 +2,10 @@
  * am2_spmd_worker.c - an SPMD program that test_am2_spmd runs under amrun:
  *   ok     start-up, rank checks, barrier, all-gather, a ring of short,
  *          medium and long requests to the next rank checked byte for
- *          byte, a many-to-one burst at rank 0, then exit 0;
+ *          byte, a many-to-one burst at rank 0 on handlers 250 and 255
+ *          (every index is the program's: the SPMD layer has an endpoint
+ *          of its own), the endpoint's statistics counting exactly the
+ *          program's messages, then exit 0;
  *   fail   like ok until the first barrier, then rank 1 leaves with 3
  *          (the job must end with 3) while the others wait in a barrier;
  *   hang   polls for ever (amrun's -t must end it).
@@ -55,7 +58,7 @@ static void ring_rep(void *token, int32_t from, int32_t seq)
 static void short_req(void *token, int32_t a)
 {
     burst++;
-    AM_Reply2(token, 2, a, a);
+    AM_Reply2(token, 255, a, a);
 }
 
 int main(int argc, char **argv)
@@ -79,7 +82,8 @@ int main(int argc, char **argv)
     CHECK(AM_SetHandler(ep, 0, returned) == AM_OK);
     CHECK(AM_SetHandler(ep, 1, ring_req) == AM_OK);
     CHECK(AM_SetHandler(ep, 2, ring_rep) == AM_OK);
-    CHECK(AM_SetHandler(ep, 3, short_req) == AM_OK);
+    CHECK(AM_SetHandler(ep, 250, short_req) == AM_OK);
+    CHECK(AM_SetHandler(ep, 255, ring_rep) == AM_OK);
     CHECK((seg = calloc(1, SEG)) != NULL);
     CHECK(AM_SetSeg(ep, seg, SEG) == AM_OK);
     CHECK(am2_spmd_barrier() == AM_OK);
@@ -123,14 +127,24 @@ int main(int argc, char **argv)
     while (replies < rounds + 1)
         CHECK(AM_Poll(eb) == AM_OK);
     CHECK(am2_spmd_barrier() == AM_OK);
-    /* many to one: everyone sends 500 short requests to rank 0 */
+    /* many to one: everyone sends 500 short requests to rank 0, on the
+     * handler indices the SPMD layer once kept for itself */
     replies = 0;
     for (int i = 0; i < 500; i++)
-        CHECK(AM_Request1(ep, 0, 3, i) == AM_OK);
+        CHECK(AM_Request1(ep, 0, 250, i) == AM_OK);
     while (replies < 500)
         CHECK(AM_Poll(eb) == AM_OK);
+
     CHECK(AM_SetSeg(ep, NULL, 0) == AM_OK); /* the peers acknowledge while polling */
     CHECK(am2_spmd_barrier() == AM_OK);
+    /* the program's messages only: no barrier's, no all-gather's */
+    amx_stats_t st;
+    CHECK(AMX_GetEndpointStatistics(ep, &st) == AM_OK);
+    CHECK(st.requests_sent[AM2_SHORT] == 500 && st.requests_sent[AM2_MEDIUM] == 200 &&
+          st.requests_sent[AM2_LONG] == 1);
+    CHECK(st.replies_received[AM2_SHORT] == 500 + 200 + 1);
+    CHECK(st.requests_received[AM2_SHORT] == (me == 0 ? 500u * (unsigned)n : 0) &&
+          st.requests_received[AM2_MEDIUM] == 200 && st.requests_received[AM2_LONG] == 1);
     free(seg);
     if (me == 0)
         CHECK(burst == 500 * n && requests == 200 + 1);

@@ -8,8 +8,9 @@
  * included) with the job's tag set everywhere. Run without amrun, a
  * program is a job of one rank.
  *
- * The SPMD layer uses handlers AM2_SPMD_FIRST_HANDLER..255 of the
- * endpoint; programs use the others.
+ * The SPMD layer talks through an endpoint of its own in the same bundle
+ * (AM_Poll on the bundle serves both): every handler index of the
+ * program's endpoint is the program's, and so are its statistics.
  */
 #ifndef AM2_SPMD_H
 #define AM2_SPMD_H
@@ -22,7 +23,9 @@
 extern "C" {
 #endif
 
-#define AM2_SPMD_FIRST_HANDLER 250
+/* The first handler index the SPMD layer kept for itself on the program's
+ * endpoint: none now (256). */
+#define AM2_SPMD_FIRST_HANDLER 256
 
 /* AM_Init, one AM_SEQ bundle and one endpoint, names exchanged through the
  * job's directory (AM2_SPMD_DIR), every rank mapped, tags set. argc/argv

@@ -2,6 +2,12 @@
  * am_spmd.c - SPMD start-up, barrier, all-gather and exit (am2_spmd.h),
  * built on the AM-2 API alone.
  *
+ * The layer talks through an endpoint of its own (the control endpoint,
+ * in the program's bundle), so all 256 handler indices of the program's
+ * endpoint, and its statistics, are the program's. Its name is the
+ * program endpoint's with the next id (allocated right after it): only
+ * the program endpoints' names are exchanged.
+ *
  * Start-up: each rank writes its endpoint name to DIR/rank.R (written
  * under another name and renamed, so a reader never sees half of it) and
  * reads the others' until all are there; ranks on several hosts (amrun
@@ -30,13 +36,15 @@
 static char *master_env;
 static size_t master_env_len;
 
-enum { H_ARRIVE = AM2_SPMD_FIRST_HANDLER, H_RELEASE, H_GATHER };
+/* The control endpoint's handlers. */
+enum { H_ARRIVE = 1, H_RELEASE, H_GATHER };
 
 static struct {
     bool up;
     int rank, nranks;
     eb_t eb;
-    ep_t ep;
+    ep_t ep;  /* the program's */
+    ep_t ctl; /* the layer's own */
     int phase;
     int arrived[2];
     int released;
@@ -123,6 +131,13 @@ static void h_gather(void *token, void *buf, size_t n, int32_t off)
     sp.got += n;
 }
 
+/* The control endpoint of the rank whose program endpoint is named n. */
+static en_t ctl_name(en_t n)
+{
+    n.id = (n.id + 1) & 0xFFFFFFu;
+    return n;
+}
+
 static int env_int(const char *name, int dflt)
 {
     const char *s = getenv(name);
@@ -200,16 +215,23 @@ int am2_spmd_startup(int *argc, char ***argv, eb_t *eb, ep_t *ep)
         tag = tag * 1099511628211ull ^ (uint8_t)*c;
     if (tag == AM_NONE || tag == AM_ALL)
         tag = 1;
-    en_t me;
+    en_t me, ctl;
     int r = AM_Init();
     if (r != AM_OK)
         return r;
+    int ntr = sp.nranks > 256 ? sp.nranks : 256;
     if ((r = AM_AllocateBundle(AM_SEQ, &sp.eb)) || (r = AM_AllocateEndpoint(sp.eb, &sp.ep, &me)) ||
-        (r = AM_SetTag(sp.ep, tag)) || (r = AM_SetNumTranslations(sp.ep, sp.nranks > 256 ? sp.nranks : 256)) ||
-        (r = AM_SetHandler(sp.ep, H_ARRIVE, h_arrive)) ||
-        (r = AM_SetHandler(sp.ep, H_RELEASE, h_release)) ||
-        (r = AM_SetHandler(sp.ep, H_GATHER, h_gather)))
+        (r = AM_AllocateEndpoint(sp.eb, &sp.ctl, &ctl)) || (r = AM_SetTag(sp.ep, tag)) ||
+        (r = AM_SetTag(sp.ctl, tag)) || (r = AM_SetNumTranslations(sp.ep, ntr)) ||
+        (r = AM_SetNumTranslations(sp.ctl, ntr)) ||
+        (r = AM_SetHandler(sp.ctl, H_ARRIVE, h_arrive)) ||
+        (r = AM_SetHandler(sp.ctl, H_RELEASE, h_release)) ||
+        (r = AM_SetHandler(sp.ctl, H_GATHER, h_gather)))
         goto bad;
+    if (ctl.id != ctl_name(me).id) {
+        r = am_fail(AM_ERR_RESOURCE, "the control endpoint's id is not the next one");
+        goto bad;
+    }
     uint64_t deadline = am_now_ms() + (uint64_t)env_int("AM2_SPMD_TIMEOUT_MS", 30000);
     en_t *all = NULL;
     if (rdv && sp.nranks > 1) {
@@ -238,6 +260,8 @@ int am2_spmd_startup(int *argc, char ***argv, eb_t *eb, ep_t *ep)
             r = lookup(dir, i, &name, deadline);
         if (r == AM_OK)
             r = AM_Map(sp.ep, i, name, tag);
+        if (r == AM_OK)
+            r = AM_Map(sp.ctl, i, ctl_name(name), tag);
     }
     free(all);
     if (r != AM_OK)
@@ -283,7 +307,7 @@ int am2_spmd_barrier(void)
     if (!sp.up)
         return am_fail(AM_ERR_NOT_INIT, "am2_spmd_startup was not called");
     int ph = sp.phase++;
-    int r = AM_Request1(sp.ep, 0, H_ARRIVE, ph);
+    int r = AM_Request1(sp.ctl, 0, H_ARRIVE, ph);
     if (r != AM_OK)
         return r;
     if (sp.rank == 0) {
@@ -291,7 +315,7 @@ int am2_spmd_barrier(void)
             return r;
         sp.arrived[ph & 1] = 0;
         for (int i = 0; i < sp.nranks; i++)
-            if ((r = AM_Request1(sp.ep, i, H_RELEASE, ph)))
+            if ((r = AM_Request1(sp.ctl, i, H_RELEASE, ph)))
                 return r;
     }
     return poll_until(&sp.released, ph);
@@ -312,7 +336,7 @@ int am2_spmd_allgather(const void *src, void *dst, size_t len)
     for (int i = 0; i < sp.nranks && r == AM_OK; i++)
         for (size_t off = 0; off < len && r == AM_OK; off += AM_MaxMedium()) {
             size_t n = len - off < AM_MaxMedium() ? len - off : AM_MaxMedium();
-            r = AM_RequestI1(sp.ep, i, H_GATHER, (uint8_t *)src + off, n, (int32_t)off);
+            r = AM_RequestI1(sp.ctl, i, H_GATHER, (uint8_t *)src + off, n, (int32_t)off);
         }
     uint64_t end = am_now_ms() + (uint64_t)env_int("AM2_SPMD_TIMEOUT_MS", 30000);
     while (r == AM_OK && sp.got < len * (size_t)sp.nranks) {
