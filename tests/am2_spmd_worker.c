@@ -8,12 +8,17 @@
  *          program's messages, then exit 0;
  *   fail   like ok until the first barrier, then rank 1 leaves with 3
  *          (the job must end with 3) while the others wait in a barrier;
- *   hang   polls for ever (amrun's -t must end it).
+ *   hang   polls for ever (amrun's -t must end it);
+ *   exit0  like fail, but rank 1 calls am2_spmd_exit(0) with an exit
+ *          handler of its own registered that calls it too, as AMUDP
+ *          programs' runtimes do (the job must end with 0 at once, and the
+ *          handler must not run: if it does, it exits with 7).
  * Any check that fails exits with 10 + the line's last two digits.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <am2_spmd.h>
 
@@ -61,6 +66,13 @@ static void short_req(void *token, int32_t a)
     AM_Reply2(token, 255, a, a);
 }
 
+/* An exit handler that would end the job again (a runtime's, registered
+ * for a program that returns from main): am2_spmd_exit must not run it. */
+static void exit_from_handler(void)
+{
+    _exit(7);
+}
+
 int main(int argc, char **argv)
 {
     eb_t eb;
@@ -89,6 +101,14 @@ int main(int argc, char **argv)
     CHECK(am2_spmd_barrier() == AM_OK);
     while (argc > 1 && !strcmp(argv[1], "hang"))
         CHECK(AM_Poll(eb) == AM_OK);
+    if (argc > 1 && !strcmp(argv[1], "exit0")) {
+        if (me == 1) {
+            CHECK(atexit(exit_from_handler) == 0);
+            am2_spmd_exit(0);
+        }
+        am2_spmd_barrier(); /* never completes: amrun ends the job */
+        return 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "fail")) {
         if (me == 1) {
             CHECK(AM_SetSeg(ep, NULL, 0) == AM_OK);
@@ -151,5 +171,6 @@ int main(int argc, char **argv)
     free(mine);
     free(all);
     free(lsrc);
+    CHECK(am2_spmd_barrier() == AM_OK); /* the first exit ends the job */
     am2_spmd_exit(0);
 }

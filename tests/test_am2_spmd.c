@@ -232,6 +232,14 @@ static void test_spmd_fail(void)
     CU_ASSERT_EQUAL(amrun("3", "fail", "20", 25000), 3);
 }
 
+/* am2_spmd_exit(0) of one rank ends the job with 0 while the others wait
+ * in a barrier (as AMUDP_SPMDExit does), without running the program's
+ * exit handlers. */
+static void test_spmd_exit_zero_ends_job(void)
+{
+    CU_ASSERT_EQUAL(amrun("3", "exit0", "20", 25000), 0);
+}
+
 static void test_spmd_timeout(void)
 {
     CU_ASSERT_EQUAL(amrun("2", "hang", "1", 10000), 124);
@@ -354,7 +362,9 @@ int main(int argc, char **argv)
     self[n] = 0;
     snprintf(bindir, sizeof bindir, "%s", dirname(self));
     static const struct tl_test tests[] = {TL_TEST(test_spmd_ok), TL_TEST(test_spmd_fail),
-                                           TL_TEST(test_spmd_timeout), TL_TEST(test_spmd_slurm),
+                                           TL_TEST(test_spmd_timeout),
+                                           TL_TEST(test_spmd_exit_zero_ends_job),
+                                           TL_TEST(test_spmd_slurm),
                                            TL_TEST(test_spmd_hosts),
                                            TL_TEST(test_spmd_hosts_hostile),
                                            TL_TEST(test_spmd_across_hosts),

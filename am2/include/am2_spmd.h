@@ -47,9 +47,13 @@ int am2_spmd_barrier(void);
 int am2_spmd_allgather(const void *src, void *dst, size_t len);
 /* Run before am2_spmd_exit leaves (with the code). */
 int am2_spmd_set_exit_callback(void (*fn)(int code));
-/* Leave the job with code: AM-2 is terminated and the process exits. A
- * non-zero code ends the whole job (amrun stops the other ranks and exits
- * with it). */
+/* End the job with code, as AMUDP_SPMDExit does: AM-2 is terminated and
+ * the process leaves with _exit (stdio flushed; the program's atexit
+ * handlers, which may be what called this, do not run). Under amrun any
+ * code ends the whole job: amrun stops the other ranks and exits with it.
+ * Call it after a barrier when the other ranks must finish first. A rank
+ * that returns from main instead ends only itself (the job ends when all
+ * have, or with the first non-zero code). */
 void am2_spmd_exit(int code) __attribute__((noreturn));
 
 #ifdef __cplusplus

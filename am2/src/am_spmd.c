@@ -52,6 +52,7 @@ static struct {
     size_t glen, got;
     void (*on_exit)(int);
     char own_dir[256];   /* the job directory we made (no amrun) */
+    char amrun_dir[256]; /* amrun's job directory (its exit marks go there) */
 } sp;
 
 int am2_spmd_rank(void) { return sp.up ? sp.rank : -1; }
@@ -250,8 +251,10 @@ int am2_spmd_startup(int *argc, char ***argv, eb_t *eb, ep_t *ep)
     } else if (sp.nranks > 1) {
         r = publish(dir, &me);
     }
-    if (dir && l == 0)
+    if (dir && l == 0) {
         read_master_env(dir); /* amrun's job directory */
+        snprintf(sp.amrun_dir, sizeof sp.amrun_dir, "%s", dir);
+    }
     for (int i = 0; i < sp.nranks && r == AM_OK; i++) {
         en_t name = me;
         if (all)
@@ -357,14 +360,26 @@ int am2_spmd_set_exit_callback(void (*fn)(int code))
     return AM_OK;
 }
 
+/* Ends the whole job, whatever the code (AMUDP_SPMDExit's meaning): under
+ * amrun, a mark in the job directory tells amrun that this exit is the
+ * job's, and amrun ends the other ranks. The process leaves with _exit:
+ * the program's own exit handlers (which may be what called us) do not
+ * run again; stdio is flushed first. */
 void am2_spmd_exit(int code)
 {
     if (sp.on_exit)
         sp.on_exit(code);
+    if (sp.up && sp.amrun_dir[0]) {
+        char mark[300];
+        snprintf(mark, sizeof mark, "%s/exit.%d", sp.amrun_dir, sp.rank);
+        int fd = open(mark, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0)
+            close(fd);
+    }
     if (sp.up)
         while (AM_Terminate() == AM_OK)
             ;
     memset(&sp, 0, sizeof sp);
     fflush(NULL);
-    exit(code);
+    _exit(code & 0xFF);
 }

@@ -319,6 +319,18 @@ int main(int argc, char **argv)
                     live--;
                     rm_shm(w);
                     int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+                    /* A rank that called am2_spmd_exit (AMUDP_SPMDExit) ends
+                     * the job whatever its code: it left DIR/exit.R. */
+                    char mark[4096 + 32];
+                    snprintf(mark, sizeof mark, "%s/exit.%d", dir, i);
+                    if (!failed && !hostfile && access(mark, F_OK) == 0) {
+                        failed = 1;
+                        status = code;
+                        if (code)
+                            fprintf(stderr, "amrun: rank %d ended the job with %d\n", i, code);
+                        signal_all(pid, np, SIGTERM);
+                        kill_at = now_s() + 2;
+                    }
                     if (code && !failed) {
                         failed = 1;
                         status = code;
