@@ -107,6 +107,10 @@ int main(int argc, char **argv)
         printf("clients %3d  aggregate %10.0f msg/s  per client: mean %10.0f  lowest %10.0f\n",
                n - 1, (double)msgs * (n - 1) / worst, sum / (n - 1), low);
     }
+    fflush(stdout);
     free(el);
+    /* rank 0 has printed: the first am2_spmd_exit ends the job */
+    if (am2_spmd_barrier())
+        die("barrier");
     am2_spmd_exit(0);
 }
