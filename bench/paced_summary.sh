@@ -37,32 +37,32 @@ for p in "$@"; do
 done
 echo
 
-echo "4-byte one-way latency by extension mode [us], median measured (model prediction)"
-printf '  %-8s' profile
-for m in "${MODES[@]}"; do printf ' %22s' "$m"; done
-echo
-for p in "$@"; do
-    printf '  %-8s' "$p"
-    for m in "${MODES[@]}"; do
-        printf ' %22s' "$(lat "$p" "$m" 4) ($(printf '%.2f' "$(model "$p" "ext_${m}_4B")"))"
+# The 4-byte one-way latency of each mode, a row per profile: sfx names the
+# runs' files (_imm: with immediate data); without it, the model's
+# prediction beside each.
+mode_rows() {
+    local sfx=$1 p m v
+    shift
+    printf '  %-8s' profile
+    for m in "${MODES[@]}"; do printf ' %22s' "$m"; done
+    echo
+    for p in "$@"; do
+        printf '  %-8s' "$p"
+        for m in "${MODES[@]}"; do
+            v=$(lat "$p" "$m$sfx" 4)
+            [ -n "$sfx" ] || v="$v ($(printf '%.2f' "$(model "$p" "ext_${m}_4B")"))"
+            printf ' %22s' "$v"
+        done
+        echo
     done
     echo
-done
-echo
+}
 
+echo "4-byte one-way latency by extension mode [us], median measured (model prediction)"
+mode_rows "" "$@"
 echo "The same with a sequence number in every message's immediate data (vip_send_lat --imm),"
 echo "as message-passing libraries of the VIA era sent [us], median measured"
-printf '  %-8s' profile
-for m in "${MODES[@]}"; do printf ' %22s' "$m"; done
-echo
-for p in "$@"; do
-    printf '  %-8s' "$p"
-    for m in "${MODES[@]}"; do
-        printf ' %22s' "$(lat "$p" "${m}_imm" 4)"
-    done
-    echo
-done
-echo
+mode_rows _imm "$@"
 
 echo "LogP, 4-byte messages [us], median measured (model prediction)"
 printf '  %-8s %18s %18s %18s %18s\n' profile o_s o_r g L
