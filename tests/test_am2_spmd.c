@@ -42,12 +42,15 @@ static int count_amrun_dirs(const char *tmp)
 
 /* Run amrun with args under a private TMPDIR (with --hosts hostfile if
  * not NULL); its exit status, or -1. */
+/* The program amrun_on starts (tests/am2_*.c), given `mode` as its argument. */
+static const char *worker_prog = "am2_spmd_worker";
+
 static int amrun_on(const char *np, const char *mode, const char *timeout, unsigned wait_ms,
                     const char *hostfile)
 {
     char amrun_path[PATH_MAX + 32], worker[PATH_MAX + 32], tmp[] = "/tmp/am2spmd.XXXXXX";
     snprintf(amrun_path, sizeof amrun_path, "%s/../bin/amrun", bindir);
-    snprintf(worker, sizeof worker, "%s/am2_spmd_worker", bindir);
+    snprintf(worker, sizeof worker, "%s/%s", bindir, worker_prog);
     if (!mkdtemp(tmp))
         return -1;
     pid_t pid = fork();
@@ -240,6 +243,18 @@ static void test_spmd_exit_zero_ends_job(void)
     CU_ASSERT_EQUAL(amrun("3", "exit0", "20", 25000), 0);
 }
 
+/* Many overlapping short, medium and long requests and replies in both
+ * directions between 2 and 4 ranks (tests/am2_stress.c: up to 8 in
+ * flight per rank, longs up to AM_MaxLong), every byte checked; through
+ * the NIC when run with AM2_SHM=0 (make test runs the AM-II tests so too). */
+static void test_spmd_stress(void)
+{
+    worker_prog = "am2_stress";
+    CU_ASSERT_EQUAL(amrun("2", "2000", "60", 65000), 0);
+    CU_ASSERT_EQUAL(amrun("4", "2000", "60", 65000), 0);
+    worker_prog = "am2_spmd_worker";
+}
+
 static void test_spmd_timeout(void)
 {
     CU_ASSERT_EQUAL(amrun("2", "hang", "1", 10000), 124);
@@ -364,6 +379,7 @@ int main(int argc, char **argv)
     static const struct tl_test tests[] = {TL_TEST(test_spmd_ok), TL_TEST(test_spmd_fail),
                                            TL_TEST(test_spmd_timeout),
                                            TL_TEST(test_spmd_exit_zero_ends_job),
+                                           TL_TEST(test_spmd_stress),
                                            TL_TEST(test_spmd_slurm),
                                            TL_TEST(test_spmd_hosts),
                                            TL_TEST(test_spmd_hosts_hostile),
