@@ -1,6 +1,8 @@
 /*
- * am2_ping - AM-2 request/reply round trip, short and medium, between two
- * ranks of an SPMD job: `amrun -np 2 am2_ping [-n ITERS] [--csv]`.
+ * am2_ping - AM-2 request/reply round trip, short, medium and long, between
+ * two ranks of an SPMD job: `amrun -np 2 am2_ping [-n ITERS] [--csv]`.
+ * A long request goes from rank 0's segment into rank 1's, and its reply
+ * (as long) from there back into rank 0's.
  *
  * Rank 0 sends a request and polls until the reply's handler has run,
  * ITERS times per message kind and size (after ITERS/10 unmeasured);
@@ -10,6 +12,7 @@
  * so they talk through shared memory unless AM2_SHM=0; the NIC is AM2_NIC
  * (default via0: run it against a vipd with paced NICs for the 1998 hosts).
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +43,15 @@ static void req_medium(void *token, void *p, size_t n, int32_t a)
     AM_ReplyI1(token, 4, p, n, a);
 }
 static void rep_medium(void *token, void *p, size_t n, int32_t a)
+{
+    (void)token, (void)p, (void)n, (void)a;
+    replies++;
+}
+static void req_long(void *token, void *p, size_t n, int32_t a)
+{
+    AM_ReplyXfer1(token, 0, 6, p, n, a);
+}
+static void rep_long(void *token, void *p, size_t n, int32_t a)
 {
     (void)token, (void)p, (void)n, (void)a;
     replies++;
@@ -75,17 +87,24 @@ int main(int argc, char **argv)
         am2_spmd_exit(2);
     }
     if (AM_SetHandler(ep, 1, req_short) || AM_SetHandler(ep, 2, rep_short) ||
-        AM_SetHandler(ep, 3, req_medium) || AM_SetHandler(ep, 4, rep_medium))
+        AM_SetHandler(ep, 3, req_medium) || AM_SetHandler(ep, 4, rep_medium) ||
+        AM_SetHandler(ep, 5, req_long) || AM_SetHandler(ep, 6, rep_long))
         die("AM_SetHandler");
+    uint8_t *seg = calloc(1, AM2_MAX_LONG);
+    if (!seg || AM_SetSeg(ep, seg, AM2_MAX_LONG) != AM_OK)
+        die("AM_SetSeg");
+    /* k = 0: short; then the medium sizes; then the long ones */
     static const size_t sizes[] = {0, 4, 64, 256, 1024, 4096, AM2_MAX_MEDIUM};
-    int nk = 1 + (int)(sizeof sizes / sizeof sizes[0]);
+    static const size_t lsizes[] = {4096, 65536, AM2_MAX_LONG};
+    int nmed = (int)(sizeof sizes / sizeof sizes[0]);
+    int nk = 1 + nmed + (int)(sizeof lsizes / sizeof lsizes[0]);
     double *t = malloc(sizeof(double) * (size_t)iters);
     if (!t)
         die("malloc");
     const char *nic = getenv("AM2_NIC") ? getenv("AM2_NIC") : "via0";
     if (am2_spmd_rank() == 0)
         printf(csv ? "# nic,kind,bytes,median_rtt_us,mean_rtt_us,oneway_us\n"
-                   : "%-6s %-8s %6s %12s %12s %12s\n",
+                   : "%-6s %-8s %7s %12s %12s %12s\n",
                "nic", "kind", "bytes", "rtt_med_us", "rtt_mean_us", "oneway_us");
     for (int k = 0; k < nk; k++) {
         if (am2_spmd_barrier() != AM_OK)
@@ -93,13 +112,21 @@ int main(int argc, char **argv)
         if (am2_spmd_rank() == 1)
             continue;
         int warm = iters / 10 > 200 ? iters / 10 : 200;
-        size_t n = k ? sizes[k - 1] : 16;
+        bool lng = k > nmed;
+        size_t n = lng ? lsizes[k - 1 - nmed] : k ? sizes[k - 1] : 16;
+        int it = lng && n > 65536 ? iters / 10 : iters; /* 1 MiB: fewer */
+        if (it < 100)
+            it = 100 < iters ? 100 : iters;
         /* One clock read per round trip, between consecutive requests (as
          * vip_send_lat times its posts), so the two are measured alike. */
         double t0 = now_us();
-        for (int i = -warm; i < iters; i++) {
+        if (lng)
+            warm = it / 10 > 20 ? it / 10 : 20;
+        for (int i = -warm; i < it; i++) {
             int want = replies + 1;
-            int r = k ? AM_RequestI1(ep, 1, 3, buf, n, i) : AM_Request4(ep, 1, 1, i, 0, 0, 0);
+            int r = lng ? AM_RequestXfer1(ep, 1, 0, 5, seg, n, i)
+                    : k ? AM_RequestI1(ep, 1, 3, buf, n, i)
+                        : AM_Request4(ep, 1, 1, i, 0, 0, 0);
             if (r != AM_OK)
                 die("request");
             while (replies < want)
@@ -111,17 +138,19 @@ int main(int argc, char **argv)
             t0 = t1;
         }
         double sum = 0;
-        for (int i = 0; i < iters; i++)
+        for (int i = 0; i < it; i++)
             sum += t[i];
-        qsort(t, (size_t)iters, sizeof *t, cmp);
-        double med = t[iters / 2];
-        printf(csv ? "%s,%s,%zu,%.2f,%.2f,%.2f\n" : "%-6s %-8s %6zu %12.2f %12.2f %12.2f\n", nic,
-               k ? "medium" : "short", n, med, sum / iters, med / 2);
+        qsort(t, (size_t)it, sizeof *t, cmp);
+        double med = t[it / 2];
+        printf(csv ? "%s,%s,%zu,%.2f,%.2f,%.2f\n" : "%-6s %-8s %7zu %12.2f %12.2f %12.2f\n", nic,
+               lng ? "long" : k ? "medium" : "short", n, med, sum / it, med / 2);
         fflush(stdout);
     }
     /* rank 1 leaves its loop at once: it serves in the barriers' polls and here */
     if (am2_spmd_barrier() != AM_OK)
         die("barrier");
     free(t);
+    AM_SetSeg(ep, NULL, 0);
+    free(seg);
     am2_spmd_exit(0);
 }

@@ -246,11 +246,14 @@ static int send_long(struct am_peer *p, const struct am_wire *w, const void *src
     int r = am_send_nic(p, w, NULL, 0); /* behind the data, on the same VI */
     if (r != AM_OK || !d || !wait)
         return r;
-    /* Only the status word: the descriptor is not taken back before the
-     * write is done, so it cannot be reused under us. */
+    /* The write's status word, while reclaiming the VI's finished sends:
+     * that lends the NIC our CPU (VipSendDone), where spinning on the word
+     * alone left the write to the NIC's thread and its doze of up to 16 ms
+     * (an AMLong round trip took milliseconds). The descriptor goes back
+     * to the free list only once done, and nothing here takes one. */
     uint64_t end = am_now_ms() + am_g.congestion_ms;
     while (!(__atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE)) {
-        sched_yield();
+        am_send_reclaim(ep);
         if (am_now_ms() > end)
             return am_fail(AM_ERR_RESOURCE, "an RDMA write did not complete in %u ms",
                            am_g.congestion_ms);
