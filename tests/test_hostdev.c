@@ -458,18 +458,32 @@ out:
     free(out);
 }
 
+/* The host's interfaces into l (their count into *n) and a session on
+ * dev with the name service started: the address buffer for its answers,
+ * or NULL (the failure recorded). */
+static VIP_NET_ADDRESS *ns_session(struct sysif *l, int *n, struct tl_nic *t, const char *dev)
+{
+    *n = sys_ifaces(l, 256);
+    VIP_NET_ADDRESS *a = calloc(1, sizeof *a + 6 + 16);
+    TCHK(a != NULL);
+    TRC(tl_open(t, dev), VIP_SUCCESS);
+    TRC(VipNSInit(t->nic, NULL), VIP_SUCCESS);
+    return a;
+out:
+    free(a);
+    return NULL;
+}
+
 /* /dev/via_ethN (and via_ethN) opens NIC N where the host has interface N,
  * and is refused with VIP_INVALID_PARAMETER and a reason where it has not;
  * the name service agrees. */
 static void test_open_via_eth(void)
 {
     static struct sysif l[256];
-    int n = sys_ifaces(l, 256);
+    int n = 0;
     struct tl_nic t = {0};
-    VIP_NET_ADDRESS *a = calloc(1, sizeof *a + 6 + 16);
+    VIP_NET_ADDRESS *a = ns_session(l, &n, &t, "via0");
     TCHK(a != NULL);
-    TRC(tl_open(&t, "via0"), VIP_SUCCESS);
-    TRC(VipNSInit(t.nic, NULL), VIP_SUCCESS);
     unsigned opened = 0, refused = 0;
     for (unsigned eth = 0; eth < NNICS; eth++) {
         char dev[32];
@@ -520,12 +534,10 @@ out:
 static void test_interface_address_names_its_nic(void)
 {
     static struct sysif l[256];
-    int n = sys_ifaces(l, 256);
+    int n = 0;
     struct tl_nic t = {0};
-    VIP_NET_ADDRESS *a = calloc(1, sizeof *a + 6 + 16);
+    VIP_NET_ADDRESS *a = ns_session(l, &n, &t, "via5");
     TCHK(a != NULL);
-    TRC(tl_open(&t, "via5"), VIP_SUCCESS);
-    TRC(VipNSInit(t.nic, NULL), VIP_SUCCESS);
     unsigned named = 0;
     for (unsigned eth = 0; eth < NNICS; eth++) {
         int i = sys_eth(l, n, eth);
