@@ -371,7 +371,7 @@ void am2_spmd_exit(int code)
         sp.on_exit(code);
     if (sp.up && sp.amrun_dir[0]) {
         char mark[300];
-        snprintf(mark, sizeof mark, "%s/exit.%d", sp.amrun_dir, sp.rank);
+        snprintf(mark, sizeof mark, AM_SPMD_EXIT_MARK, sp.amrun_dir, sp.rank);
         int fd = open(mark, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (fd >= 0)
             close(fd);

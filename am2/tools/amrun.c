@@ -322,7 +322,7 @@ int main(int argc, char **argv)
                     /* A rank that called am2_spmd_exit (AMUDP_SPMDExit) ends
                      * the job whatever its code: it left DIR/exit.R. */
                     char mark[4096 + 32];
-                    snprintf(mark, sizeof mark, "%s/exit.%d", dir, i);
+                    snprintf(mark, sizeof mark, AM_SPMD_EXIT_MARK, dir, i);
                     if (!failed && !hostfile && access(mark, F_OK) == 0) {
                         failed = 1;
                         status = code;
