@@ -65,6 +65,11 @@ AM2SO      := $(B)/lib/libam2.so.$(SOVER)
 AM2A       := $(B)/lib/libam2.a
 AMRUN      := $(B)/bin/amrun
 AM2_HELPERS:= $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/am2_*.c))
+# Programs written for AMUDP (tests/amudp/), built as their users build
+# them: against an installed prefix (a staged `make install` in STAGE) by
+# `pkg-config --cflags --libs am2` and nothing else.
+STAGE      := $(B)/stage
+AMUDP_PROGS:= $(patsubst tests/amudp/%.c,$(B)/tests/amudp/%,$(wildcard tests/amudp/*.c))
 
 # Tests and benchmarks that call library internals (fw_*, vipl_*, ...), which
 # libvipl.so does not export: they link libvipl.a instead.
@@ -114,7 +119,7 @@ endif
 progs: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(VIPD_START) $(VIPCLOCK_SO) $(VIPCLOCK) $(BENCHES) \
 	$(B)/lib/pkgconfig/vipl.pc \
 	$(AM2SO) $(AM2A) $(AMRUN) $(AM2_BENCHES) $(B)/lib/pkgconfig/am2.pc $(FI_BENCHES)
-testprogs: $(TESTS) $(OLDVIA) $(COMPAT_PROGS) $(AM2_HELPERS)
+testprogs: $(TESTS) $(OLDVIA) $(COMPAT_PROGS) $(AM2_HELPERS) $(AMUDP_PROGS)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -207,6 +212,16 @@ $(TESTS_AM2): $(B)/tests/%: $(B)/obj/tests/%.o $(call obj,$(TEST_LIB)) $(AM2SO) 
 $(AM2_HELPERS): $(B)/tests/%: $(B)/obj/tests/%.o $(AM2SO)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/lib -lam2 -lvipl -Wl,-rpath,'$$ORIGIN/../lib' -lm
+
+$(STAGE)/.installed: $(LIBSO) $(LIBA) $(AM2SO) $(AM2A) $(AMRUN) $(VIPD) $(VIPCTL) $(VIPCLOCK_SO) \
+		$(B)/bin/vip_model $(wildcard am2/include/*.h vipl/include/*.h) am2/am2.pc.in vipl/vipl.pc.in
+	@$(MAKE) --no-print-directory install PREFIX=$(abspath $(STAGE)) DESTDIR= >/dev/null
+	@touch $@
+
+$(AMUDP_PROGS): $(B)/tests/amudp/%: tests/amudp/%.c $(STAGE)/.installed
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -Wall -Wextra -Werror -O2 $(SAN) -o $@ $< \
+		$$(PKG_CONFIG_PATH=$(STAGE)/lib/pkgconfig pkg-config --cflags --libs am2)
 
 $(AM2_BENCHES): $(B)/bin/%: $(B)/obj/bench/%.o $(AM2SO)
 	@mkdir -p $(dir $@)
@@ -370,7 +385,8 @@ install: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(VIPCLOCK_SO) $(B)/lib/pkgconfig/vi
 		$(AM2SO) $(AM2A) $(AMRUN) $(B)/bin/vip_model
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 644 vipl/include/vipl.h vipl/include/vipl_ext.h am2/include/am2.h \
-		am2/include/am2_spmd.h $(DESTDIR)$(PREFIX)/include/
+		am2/include/am2_spmd.h am2/include/amudp.h am2/include/amudp_spmd.h \
+		$(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(LIBSO) $(AM2SO) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libvipl.so.$(SOVER) $(DESTDIR)$(PREFIX)/lib/libvipl.so
 	ln -sf libam2.so.$(SOVER) $(DESTDIR)$(PREFIX)/lib/libam2.so

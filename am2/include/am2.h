@@ -88,7 +88,7 @@ enum { AM_NOEVENTS = 0, AM_NOTEMPTY = 1 }; /* event masks */
 
 /* Limits. */
 #define AM2_MAX_SHORT 16
-#define AM2_MAX_MEDIUM 8192
+#define AM2_MAX_MEDIUM 65536
 #define AM2_MAX_LONG (1 << 20)
 #define AM2_MAX_HANDLERS 256
 #define AM2_MAX_TRANSLATIONS 4096
@@ -365,6 +365,9 @@ typedef struct {
      * message waits in order and AM_Poll sends it again). Over the NIC the
      * reliable VI retransmits below this layer, unseen: 0 there. */
     uint64_t retransmits;
+    /* Of bytes_sent, those of requests; and the 32-bit arguments sent. */
+    uint64_t request_bytes_sent[AM2_NCAT];
+    uint64_t request_args_sent[AM2_NCAT], reply_args_sent[AM2_NCAT];
 } amx_stats_t;
 int AMX_GetEndpointStatistics(ep_t ea, amx_stats_t *st);
 /* Print the counters to f (a FILE *). */

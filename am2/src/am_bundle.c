@@ -52,13 +52,16 @@ void am_api_sleep_end(int locked)
 
 static _Thread_local char am_err[256];
 
+/* AMUDP's name (amudp.h): non-zero says every failure, as AM2_DEBUG=1. */
+int AMUDP_VerboseErrors;
+
 int am_fail(int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(am_err, sizeof am_err, fmt, ap);
     va_end(ap);
-    if (getenv("AM2_DEBUG"))
+    if (AMUDP_VerboseErrors || getenv("AM2_DEBUG"))
         fprintf(stderr, "am2: %s\n", am_err);
     return code;
 }

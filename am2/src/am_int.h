@@ -11,6 +11,8 @@
  *   am_local.c     messages between endpoints of one process
  *   am_shm.c       messages between processes of one host (shared memory)
  *   am_spmd.c      SPMD start-up and collectives (am2_spmd.h)
+ *   am_amudp.c     AMUDP's statistics and error names (amudp.h)
+ *   am_amudp_spmd.c AMUDP's SPMD names, the master and its spawners (amudp_spmd.h)
  *   am_rdv.c       a rank's side of amrun's TCP rendezvous (am_rdv.h)
  *
  * Only the public VIPL API (vipl.h) is used, as any VIPL program would.
@@ -224,6 +226,11 @@ void am_api_sleep_begin(int locked);
 void am_api_sleep_end(int locked);
 #define AM_API_LOCK()                                                                      \
     int am_locked_ __attribute__((cleanup(am_api_unlock), unused)) = am_api_lock()
+
+/* Non-zero: am_fail says every failure on stderr (AMUDP's name). */
+extern int AMUDP_VerboseErrors;
+/* am_spmd.c: what ends a rank that leaves the job (AMUDP's name). */
+extern void (*AMUDP_SPMDkillmyprocess)(int);
 
 /* Record why a call fails; returns code. */
 int am_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -23,9 +23,10 @@
 #define AM_RDV_MAX_NAME 64       /* the longest name amrun accepts */
 #define AM_RDV_MAX_ENV (1u << 20) /* the most environment amrun sends */
 #define AM_SPMD_ENV_FILE "env"    /* the same, in the job directory of local ranks */
-/* DIR/exit.R: rank R left by am2_spmd_exit, so its exit ends the job
- * (snprintf format: the job directory, the rank). */
-#define AM_SPMD_EXIT_MARK "%s/exit.%d"
+/* DIR/exit: "R CODE\n", written by the first rank R to leave by
+ * am2_spmd_exit: the job ends with CODE (snprintf format: the job
+ * directory). */
+#define AM_SPMD_EXIT_MARK "%s/exit"
 
 struct am_rdv_hello {
     uint32_t magic;

@@ -299,10 +299,14 @@ static int fill_wire(struct am_wire *w, int kind, int cat, handler_t h, size_t n
 
 static void count_sent(struct am2_ep *ep, const struct am_wire *w)
 {
-    if (w->kind == AMW_REQUEST)
+    if (w->kind == AMW_REQUEST) {
         ep->st.requests_sent[w->cat]++;
-    else
+        ep->st.request_bytes_sent[w->cat] += w->nbytes;
+        ep->st.request_args_sent[w->cat] += w->nargs;
+    } else {
         ep->st.replies_sent[w->cat]++;
+        ep->st.reply_args_sent[w->cat] += w->nargs;
+    }
     ep->st.bytes_sent[w->cat] += w->nbytes;
 }
 

@@ -37,7 +37,11 @@ static char *master_env;
 static size_t master_env_len;
 
 /* The control endpoint's handlers. */
-enum { H_ARRIVE = 1, H_RELEASE, H_GATHER };
+enum { H_ARRIVE = 1, H_RELEASE, H_GATHER, H_EXIT };
+
+/* What finally ends a rank that leaves through this layer (AMUDP's name,
+ * amudp_spmd.h: a program may put its own there). */
+void (*AMUDP_SPMDkillmyprocess)(int) = _exit;
 
 static struct {
     bool up;
@@ -45,6 +49,7 @@ static struct {
     eb_t eb;
     ep_t ep;  /* the program's */
     ep_t ctl; /* the layer's own */
+    bool leaving; /* am2_spmd_exit or h_exit under way */
     int phase;
     int arrived[2];
     int released;
@@ -130,6 +135,31 @@ static void h_gather(void *token, void *buf, size_t n, int32_t off)
         return;
     memcpy(sp.gdst + (size_t)src * sp.glen + (size_t)off, buf, n);
     sp.got += n;
+}
+
+/* Another rank ended the job (am2_spmd_exit): leave as it did, from
+ * inside the poll that brought the news (the exit callback, stdio, the
+ * kill hook), without unwinding into the program again. The launcher
+ * frees what the process held. */
+static void h_exit(void *token, int32_t code)
+{
+    (void)token;
+    if (sp.leaving)
+        return;
+    sp.leaving = true;
+    if (sp.on_exit)
+        sp.on_exit(code);
+    fflush(NULL);
+    AMUDP_SPMDkillmyprocess(code);
+    _exit(code & 0xFF);
+}
+
+/* A control message that came back while we leave: nothing to do. */
+static void h_returned(int status, op_t op, void *token)
+{
+    (void)status;
+    (void)op;
+    (void)token;
 }
 
 /* The control endpoint of the rank whose program endpoint is named n. */
@@ -227,7 +257,8 @@ int am2_spmd_startup(int *argc, char ***argv, eb_t *eb, ep_t *ep)
         (r = AM_SetNumTranslations(sp.ctl, ntr)) ||
         (r = AM_SetHandler(sp.ctl, H_ARRIVE, h_arrive)) ||
         (r = AM_SetHandler(sp.ctl, H_RELEASE, h_release)) ||
-        (r = AM_SetHandler(sp.ctl, H_GATHER, h_gather)))
+        (r = AM_SetHandler(sp.ctl, H_GATHER, h_gather)) ||
+        (r = AM_SetHandler(sp.ctl, H_EXIT, h_exit)))
         goto bad;
     if (ctl.id != ctl_name(me).id) {
         r = am_fail(AM_ERR_RESOURCE, "the control endpoint's id is not the next one");
@@ -360,26 +391,62 @@ int am2_spmd_set_exit_callback(void (*fn)(int code))
     return AM_OK;
 }
 
-/* Ends the whole job, whatever the code (AMUDP_SPMDExit's meaning): under
- * amrun, a mark in the job directory tells amrun that this exit is the
- * job's, and amrun ends the other ranks. The process leaves with _exit:
- * the program's own exit handlers (which may be what called us) do not
- * run again; stdio is flushed first. */
+/* Tell every other rank that the job ends: each leaves (h_exit) the next
+ * time it polls. Bounded, so that a rank that cannot be reached soon does
+ * not hold us: connections and credits are waited for briefly, and then
+ * our sends for at most 300 ms. A rank not told is the launcher's to stop
+ * (amrun ends the job a second after our exit mark). */
+static void tell_others(int code)
+{
+    unsigned connect_ms = am_g.connect_ms, congestion_ms = am_g.congestion_ms;
+    am_g.connect_ms = 100;
+    am_g.congestion_ms = 100;
+    AM_SetHandler(sp.ctl, 0, h_returned);
+    uint64_t end = am_now_ms() + 1000;
+    for (int i = 0; i < sp.nranks && am_now_ms() < end; i++)
+        if (i != sp.rank)
+            AM_Request1(sp.ctl, i, H_EXIT, code);
+    end = am_now_ms() + 300;
+    for (bool busy = true; busy && am_now_ms() < end;) {
+        AM_Poll(sp.eb);
+        am_send_reclaim(sp.ctl);
+        busy = false;
+        for (struct am_peer *p = sp.ctl->peers; p; p = p->next)
+            if (p->state != PEER_BROKEN && (p->sends_out > 0 || p->pend))
+                busy = true;
+    }
+    am_g.connect_ms = connect_ms;
+    am_g.congestion_ms = congestion_ms;
+}
+
+/* Ends the whole job, whatever the code (AMUDP_SPMDExit's meaning): the
+ * other ranks are told (tell_others), and under amrun a mark in the job
+ * directory tells amrun that this exit is the job's, so it stops any rank
+ * that did not leave. The process leaves through AMUDP_SPMDkillmyprocess
+ * (_exit): the program's own exit handlers (which may be what called us)
+ * do not run again; stdio is flushed first. */
 void am2_spmd_exit(int code)
 {
-    if (sp.on_exit)
-        sp.on_exit(code);
-    if (sp.up && sp.amrun_dir[0]) {
-        char mark[300];
-        snprintf(mark, sizeof mark, AM_SPMD_EXIT_MARK, sp.amrun_dir, sp.rank);
-        int fd = open(mark, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd >= 0)
-            close(fd);
+    if (!sp.leaving) {
+        sp.leaving = true;
+        if (sp.on_exit)
+            sp.on_exit(code);
+        if (sp.up && sp.amrun_dir[0]) {
+            char mark[300];
+            snprintf(mark, sizeof mark, AM_SPMD_EXIT_MARK, sp.amrun_dir);
+            int fd = open(mark, O_WRONLY | O_CREAT | O_EXCL, 0600);
+            if (fd >= 0) {
+                dprintf(fd, "%d %d\n", sp.rank, code & 0xFF);
+                close(fd);
+            }
+        }
+        if (sp.up && sp.nranks > 1)
+            tell_others(code);
+        if (sp.up)
+            while (am_g.init > 0)
+                AM_Terminate();
     }
-    if (sp.up)
-        while (AM_Terminate() == AM_OK)
-            ;
-    memset(&sp, 0, sizeof sp);
     fflush(NULL);
+    AMUDP_SPMDkillmyprocess(code);
     _exit(code & 0xFF);
 }

@@ -12,7 +12,8 @@
  * amrun's stdout and stderr.
  *
  * With --hosts FILE the ranks start on the hosts the file names (one a
- * line, `host [slots=N]`; ranks fill each host's slots in turn, cycling)
+ * line, `host [slots=N]`; ranks fill each host's slots in turn, cycling),
+ * or with -H h1,h2,... on those hosts, one rank each in turn,
  * through ssh (AMRUN_SSH, default "ssh": the command and its options,
  * split at spaces): `ssh HOST 'cd DIR && exec env VAR=... prog args'`.
  * The variables passed are the AM2_SPMD_* above (AM2_SPMD_RDV instead of
@@ -23,6 +24,9 @@
  *
  * The job's status is the first failing rank's (exit code, or 128+signal);
  * when one rank fails the others get SIGTERM, then SIGKILL 2 s later. A
+ * rank that ends the job through am2_spmd_exit (AMUDP_SPMDExit) gives its
+ * code, whatever it is; the others, told by it, get a second to leave on
+ * their own before SIGTERM. A
  * job still running after -t seconds (AMRUN_TIMEOUT; 0 = none) is killed
  * and amrun exits with 124. SIGINT and SIGTERM sent to amrun go to the
  * ranks. The directory is removed in every case.
@@ -52,9 +56,10 @@ static void on_signal(int sig) { got_signal = sig; }
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: amrun [-np N] [-t SECONDS] [--hosts FILE] [-x VAR]... prog [args...]\n"
+            "usage: amrun [-np N] [-t SECONDS] [--hosts FILE | -H H1,H2...] [-x VAR]... prog [args...]\n"
             "  starts N (default 2) processes of prog as one AM-2 SPMD job: on this host,\n"
-            "  or through ssh (AMRUN_SSH) on the hosts of FILE (`host [slots=N]` a line)\n");
+            "  or through ssh (AMRUN_SSH) on the hosts of FILE (`host [slots=N]` a line)\n"
+            "  or of the list\n");
     exit(2);
 }
 
@@ -92,6 +97,19 @@ static int read_hosts(const char *file)
     fclose(f);
     if (!nhosts)
         fprintf(stderr, "amrun: %s names no host\n", file);
+    return nhosts ? 0 : -1;
+}
+
+/* -H h1,h2,...: one rank on each in turn. */
+static int list_hosts(const char *list)
+{
+    char *copy = strdup(list), *save = NULL;
+    for (char *h = copy ? strtok_r(copy, ", ", &save) : NULL; h && nhosts < MAX_RANKS;
+         h = strtok_r(NULL, ", ", &save))
+        hosts[nhosts++] = strdup(h);
+    free(copy);
+    if (!nhosts)
+        fprintf(stderr, "amrun: -H '%s' names no host\n", list);
     return nhosts ? 0 : -1;
 }
 
@@ -207,6 +225,20 @@ static void rm_shm(pid_t pid)
     closedir(d);
 }
 
+/* The rank that ended the job through am2_spmd_exit and its code
+ * (DIR/exit), if one did. */
+static bool exit_mark(const char *dir, int *rank, int *code)
+{
+    char mark[4096 + 16];
+    snprintf(mark, sizeof mark, AM_SPMD_EXIT_MARK, dir);
+    FILE *f = fopen(mark, "r");
+    if (!f)
+        return false;
+    bool ok = fscanf(f, "%d %d", rank, code) == 2;
+    fclose(f);
+    return ok;
+}
+
 static double now_s(void)
 {
     struct timespec t;
@@ -224,7 +256,7 @@ static void signal_all(const pid_t *pid, int n, int sig)
 int main(int argc, char **argv)
 {
     int np = 2, a = 1, nx = 0;
-    const char *t_env = getenv("AMRUN_TIMEOUT"), *hostfile = NULL;
+    const char *t_env = getenv("AMRUN_TIMEOUT"), *hostfile = NULL, *hostlist = NULL;
     char *xv[MAX_X];
     double timeout = t_env ? atof(t_env) : 0;
     while (a < argc && argv[a][0] == '-') {
@@ -234,16 +266,21 @@ int main(int argc, char **argv)
             timeout = atof(argv[a + 1]);
         else if ((!strcmp(argv[a], "--hosts") || !strcmp(argv[a], "-hostfile")) && a + 1 < argc)
             hostfile = argv[a + 1];
+        else if (!strcmp(argv[a], "-H") && a + 1 < argc)
+            hostlist = argv[a + 1];
         else if (!strcmp(argv[a], "-x") && a + 1 < argc && nx < MAX_X)
             xv[nx++] = argv[a + 1];
         else
             usage();
         a += 2;
     }
-    if (a >= argc || np < 1 || np > MAX_RANKS)
+    if (a >= argc || np < 1 || np > MAX_RANKS || (hostfile && hostlist))
         usage();
     char rdv[512] = "";
-    if (hostfile && (read_hosts(hostfile) || amrun_rdv_open(np, rdv, sizeof rdv))) {
+    if (hostlist)
+        hostfile = hostlist; /* from here on: "ranks go over ssh" */
+    if (hostfile && ((hostlist ? list_hosts(hostlist) : read_hosts(hostfile)) ||
+                     amrun_rdv_open(np, rdv, sizeof rdv))) {
         if (nhosts)
             fprintf(stderr, "amrun: cannot listen for the ranks: %s\n", strerror(errno));
         return 2;
@@ -308,7 +345,7 @@ int main(int argc, char **argv)
     }
     if (failed)
         signal_all(pid, np, SIGTERM);
-    double start = now_s(), kill_at = failed ? now_s() + 2 : 0;
+    double start = now_s(), kill_at = failed ? now_s() + 2 : 0, term_at = 0;
     while (live > 0) {
         int st;
         pid_t w = waitpid(-1, &st, WNOHANG);
@@ -320,16 +357,16 @@ int main(int argc, char **argv)
                     rm_shm(w);
                     int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
                     /* A rank that called am2_spmd_exit (AMUDP_SPMDExit) ends
-                     * the job whatever its code: it left DIR/exit.R. */
-                    char mark[4096 + 32];
-                    snprintf(mark, sizeof mark, AM_SPMD_EXIT_MARK, dir, i);
-                    if (!failed && !hostfile && access(mark, F_OK) == 0) {
+                     * the job with its code, whatever it is: it left DIR/exit
+                     * and told the others, who get a second to leave. */
+                    int by = -1, job_code = 0;
+                    if (!failed && !hostfile && exit_mark(dir, &by, &job_code)) {
                         failed = 1;
-                        status = code;
-                        if (code)
-                            fprintf(stderr, "amrun: rank %d ended the job with %d\n", i, code);
-                        signal_all(pid, np, SIGTERM);
-                        kill_at = now_s() + 2;
+                        status = job_code;
+                        if (job_code)
+                            fprintf(stderr, "amrun: rank %d ended the job with %d\n", by,
+                                    job_code);
+                        term_at = now_s() + 1;
                     }
                     if (code && !failed) {
                         failed = 1;
@@ -354,6 +391,11 @@ int main(int argc, char **argv)
             failed = 1;
             status = 124;
             signal_all(pid, np, SIGTERM);
+            kill_at = now_s() + 2;
+        }
+        if (term_at && now_s() > term_at) {
+            signal_all(pid, np, SIGTERM);
+            term_at = 0;
             kill_at = now_s() + 2;
         }
         if (kill_at && now_s() > kill_at) {
