@@ -11,6 +11,9 @@
  * one-way latency the AM-II paper quotes). The two ranks share this host,
  * so they talk through shared memory unless AM2_SHM=0; the NIC is AM2_NIC
  * (default via0: run it against a vipd with paced NICs for the 1998 hosts).
+ * --outside: rank 0's long requests come from a heap buffer outside its
+ * segment, at an offset that moves by 4 KiB each time (a runtime putting
+ * from user memory): what registering each source would cost shows.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -73,12 +76,14 @@ int main(int argc, char **argv)
 {
     eb_t eb;
     ep_t ep;
-    int iters = 20000, csv = 0;
+    int iters = 20000, csv = 0, outside = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-n") && i + 1 < argc)
             iters = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--csv"))
             csv = 1;
+        else if (!strcmp(argv[i], "--outside"))
+            outside = 1;
     }
     if (am2_spmd_startup(&argc, &argv, &eb, &ep) != AM_OK)
         die("am2_spmd_startup");
@@ -91,10 +96,14 @@ int main(int argc, char **argv)
         AM_SetHandler(ep, 5, req_long) || AM_SetHandler(ep, 6, rep_long))
         die("AM_SetHandler");
     uint8_t *seg = calloc(1, AM2_MAX_LONG);
+    /* the sources of --outside: 2 MiB of heap, not the segment */
+    uint8_t *out = outside ? calloc(1, 2 * AM2_MAX_LONG) : NULL;
+    if (outside && !out)
+        die("calloc");
     if (!seg || AM_SetSeg(ep, seg, AM2_MAX_LONG) != AM_OK)
         die("AM_SetSeg");
     /* k = 0: short; then the medium sizes; then the long ones */
-    static const size_t sizes[] = {0, 4, 64, 256, 1024, 4096, AM2_MAX_MEDIUM};
+    static const size_t sizes[] = {0, 4, 64, 256, 1024, 4096, 8192, AM2_MAX_MEDIUM};
     static const size_t lsizes[] = {4096, 65536, AM2_MAX_LONG};
     int nmed = (int)(sizeof sizes / sizeof sizes[0]);
     int nk = 1 + nmed + (int)(sizeof lsizes / sizeof lsizes[0]);
@@ -124,7 +133,8 @@ int main(int argc, char **argv)
             warm = it / 10 > 20 ? it / 10 : 20;
         for (int i = -warm; i < it; i++) {
             int want = replies + 1;
-            int r = lng ? AM_RequestXfer1(ep, 1, 0, 5, seg, n, i)
+            uint8_t *src = out ? out + ((size_t)(i & 255) << 12) : seg;
+            int r = lng ? AM_RequestXfer1(ep, 1, 0, 5, src, n, i)
                     : k ? AM_RequestI1(ep, 1, 3, buf, n, i)
                         : AM_Request4(ep, 1, 1, i, 0, 0, 0);
             if (r != AM_OK)
@@ -143,7 +153,8 @@ int main(int argc, char **argv)
         qsort(t, (size_t)it, sizeof *t, cmp);
         double med = t[it / 2];
         printf(csv ? "%s,%s,%zu,%.2f,%.2f,%.2f\n" : "%-6s %-8s %7zu %12.2f %12.2f %12.2f\n", nic,
-               lng ? "long" : k ? "medium" : "short", n, med, sum / it, med / 2);
+               lng ? (out ? "long-out" : "long") : k ? "medium" : "short", n, med, sum / it,
+               med / 2);
         fflush(stdout);
     }
     /* rank 1 leaves its loop at once: it serves in the barriers' polls and here */
@@ -152,5 +163,6 @@ int main(int argc, char **argv)
     free(t);
     AM_SetSeg(ep, NULL, 0);
     free(seg);
+    free(out);
     am2_spmd_exit(0);
 }

@@ -4,9 +4,14 @@
 # each NIC profile through the NIC (AM2_SHM=0), and natively also through
 # shared memory, beside VIPL send/receive (vip_send_lat, 100 bytes: about
 # an AM header) and ucx_perftest -t tag_lat when installed. The paced
-# profiles run in virtual time (PACED_CLOCK=real: in real time).
+# profiles run in virtual time (PACED_CLOCK=real: in real time). Then,
+# natively through the NIC, the spread of the round trip over several
+# runs (short, and long at 4 KiB, 64 KiB, 1 MiB), each run beside a VIPL
+# ping-pong of the same size (vip_send_lat: RTT = 2 x its one-way), run
+# for run: AMLong should stay within 2x of the raw VIPL round trip.
 #
 #   B=build bench/run_am2.sh [--quick]     -> results/am2_ping.csv, am2_bulk.csv,
+#                                             am2_spread.csv,
 #                                             am2_summary.txt (printed too)
 set -euo pipefail
 
@@ -61,6 +66,57 @@ one() {
         "$long" >>"$SUM"
 }
 
+# spread: R runs of am2_ping through the native NIC, each followed by
+# vip_send_lat at the long sizes; per kind the min, median and max of the
+# runs' median RTTs, and the ratio of the medians to VIPL's RTT.
+SPREAD="$RES/am2_spread.csv"
+spread() {
+    local runs=7 n=5000 r
+    [ "$QUICK" = 1 ] && { runs=3; n=2000; }
+    say "      native, through nic: the round trip's spread over $runs runs, beside VIPL"
+    echo "# am2_ping through the native NIC, $runs runs; vip: vip_send_lat RTT (2 x one-way) of the same size, run for run" >"$SPREAD"
+    echo "run,kind,bytes,am2_median_rtt_us,vip_median_rtt_us" >>"$SPREAD"
+    for r in $(seq 1 "$runs"); do
+        AM2_SHM=0 timeout 120 "$BIN/amrun" -np 2 -t 100 "$BIN/am2_ping" -n "$n" --csv \
+            >"$WORK/sp" 2>"$WORK/err" || { cat "$WORK/err" >&2; exit 1; }
+        local b vip
+        for b in 4096 65536 1048576; do
+            local it=$n
+            [ "$b" = 1048576 ] && it=$((n / 10))
+            vip=$(timeout 120 "$BIN/vip_send_lat" -s "$b" -n "$it" --csv 2>/dev/null |
+                awk -F, '!/^#/ && $1 == '"$b"' { printf "%.3f", 2 * $4 }')
+            awk -F, -v r="$r" -v b="$b" -v vip="${vip:-}" \
+                '$2 == "long" && $3 == b { print r ",long," b "," $4 "," vip }' \
+                "$WORK/sp" >>"$SPREAD"
+        done
+        awk -F, -v r="$r" '$2 == "short" { print r ",short," $3 "," $4 "," }' \
+            "$WORK/sp" >>"$SPREAD"
+    done
+    {
+        echo "AM-II round trip through the native NIC over $runs runs (median RTT of each run, us):"
+        printf '  %-6s %8s %22s %14s %10s  %s\n' kind bytes "am2 min/median/max" \
+            "VIPL median" ratio "within 2x of VIPL"
+        awk -F, '!/^#/ && $1 != "run" { k = $2 "," $3; a[k] = a[k] " " $4; if ($5 != "") v[k] = v[k] " " $5; o[k] = ++n }
+            function med(s,   x, m, i, j, t) {
+                m = split(s, x, " ")
+                for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (x[j] + 0 < x[i] + 0) { t = x[i]; x[i] = x[j]; x[j] = t }
+                lo = x[1]; hi = x[m]
+                return m % 2 ? x[(m + 1) / 2] : (x[m / 2] + x[m / 2 + 1]) / 2
+            }
+            END {
+                for (k in a) {
+                    split(k, kb, ",")
+                    am = med(a[k]); alo = lo; ahi = hi
+                    if (v[k] != "") {
+                        vm = med(v[k]); r = am / vm
+                        printf "  %-6s %8s %8.2f/%6.2f/%6.2f %14.2f %9.2fx  %s\n", kb[1], kb[2], alo, am, ahi, vm, r, (r <= 2 ? "PASS" : "NOT met")
+                    } else
+                        printf "  %-6s %8s %8.2f/%6.2f/%6.2f %14s %10s\n", kb[1], kb[2], alo, am, ahi, "-", "-"
+                }
+            }' "$SPREAD" | sort -k1,1r -k2,2n
+    } >>"$WORK/spread"
+}
+
 for prof in native sbus pci; do
     say "[am2] profile $prof"
     if [ "$prof" = native ]; then
@@ -72,6 +128,7 @@ for prof in native sbus pci; do
     fi
     one "$prof" nic
     [ "$prof" = native ] && one native shm
+    [ "$prof" = native ] && spread
     vipd_stop
 done
 unset VIP_PROFILE
@@ -86,5 +143,6 @@ if command -v ucx_perftest >/dev/null 2>&1; then
     echo "ucx_perftest -t tag_lat (same host): ${ucx:-?} us one-way (median)" >>"$SUM"
 fi
 echo "sbus and pci in $PACED_CLOCK time" >>"$SUM"
+[ -f "$WORK/spread" ] && cat "$WORK/spread" >>"$SUM"
 cp "$SUM" "$RES/am2_summary.txt"
 cat "$SUM"

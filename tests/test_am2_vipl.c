@@ -768,6 +768,50 @@ out:
         ;
 }
 
+/* Long requests from a heap buffer outside the segment, from an offset
+ * that moves each time (as a runtime puts from user memory), the source
+ * overwritten as soon as the call returns: every byte arrives as it was
+ * when sent, and through the NIC no source up to AM_MaxMedium() is
+ * registered (copied) while larger ones share a few window registrations
+ * instead of one each. */
+static void test_vipl_long_sources(void)
+{
+    struct pair pr = {.sc = S_SERVE};
+    struct side s;
+    int32_t counts[2];
+    enum { N = 48 };
+    static const uint32_t len[2] = {16384, 200000};
+    uint8_t *heap = malloc(3u << 20);
+    TCHK(heap && pair_start(&pr, &s, true) == 0);
+    for (int k = 0; k < 2; k++) {
+        amx_stats_t st0, st;
+        TAM(AMX_GetEndpointStatistics(s.ep, &st0), AM_OK);
+        for (int i = 0; i < N; i++) {
+            uint8_t *src = heap + (size_t)i * 36864 + (size_t)k * 1000;
+            uint32_t seq = 500 + (uint32_t)(k * N + i);
+            tl_fill(src, len[k], seq);
+            memset(seg, 0, len[k]);
+            int base = cnt.replies;
+            TAM(AM_RequestXfer1(s.ep, 0, 0, 6, src, len[k], 0), AM_OK);
+            memset(src, 0xEE, len[k]); /* ours again once the call returned */
+            TCHK(wait_count(s.eb, &cnt.replies, base + 1, 10000) == 0);
+            TCHK(cnt.nbytes == len[k] && tl_verify(seg, len[k], seq) == -1);
+        }
+        TAM(AMX_GetEndpointStatistics(s.ep, &st), AM_OK);
+        uint64_t regs = st.registrations - st0.registrations;
+        if (k == 0)
+            TCHK(regs == 0);
+        else /* sources spread over 1.7 MiB: at most three 1 MiB windows */
+            TCHK(shm_on() ? regs == 0 : regs >= 1 && regs <= 3);
+    }
+    TCHK(pair_end(&pr, counts) == 0);
+out:
+    free(heap);
+    pair_kill(&pr);
+    while (AM_Terminate() == AM_OK)
+        ;
+}
+
 int main(int argc, char **argv)
 {
     static const struct tl_test tests[] = {
@@ -777,6 +821,7 @@ int main(int argc, char **argv)
         TL_TEST(test_vipl_two_endpoints),
         TL_TEST(test_vipl_waitsema),   TL_TEST(test_vipl_par),
         TL_TEST(test_vipl_maxlong_into_late_receiver),
+        TL_TEST(test_vipl_long_sources),
         TL_END,
     };
     return tl_main(argc, argv, "am2_vipl", tests);

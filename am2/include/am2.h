@@ -368,6 +368,10 @@ typedef struct {
     /* Of bytes_sent, those of requests; and the 32-bit arguments sent. */
     uint64_t request_bytes_sent[AM2_NCAT];
     uint64_t request_args_sent[AM2_NCAT], reply_args_sent[AM2_NCAT];
+    /* Memory registrations made for long messages from outside the
+     * segment (NIC): one covers a window of AM_MaxLong() around the
+     * source; sources of up to AM_MaxMedium() bytes are copied instead. */
+    uint64_t registrations;
 } amx_stats_t;
 int AMX_GetEndpointStatistics(ep_t ea, amx_stats_t *st);
 /* Print the counters to f (a FILE *). */

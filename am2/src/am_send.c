@@ -20,6 +20,8 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "am_int.h"
 
@@ -172,16 +174,50 @@ int am_send_nic(struct am_peer *p, const struct am_wire *w, const void *payload,
     return am_send_post(p, d, sizeof *w + len);
 }
 
-/* A memory handle for a long message's source: the segment's, or a
- * registration kept in a small cache. */
+/* Long messages from outside the segment: up to AM_LONG_COPY bytes are
+ * copied into the send descriptor's own registered buffer and written from
+ * there (no registration, and the source is free at once); larger ones
+ * are written from where they are, through a registration of the
+ * AM_REG_WINDOW-aligned window around them (kept in the endpoint's small
+ * cache), so that the next source nearby needs none. Such a registration
+ * allows no RDMA: peers reach nothing through it. */
+#define AM_LONG_COPY AM2_MAX_MEDIUM
+#define AM_REG_WINDOW ((uintptr_t)AM2_MAX_LONG)
+#define AM_REG_PROBE ((uintptr_t)65536)
+
+static bool in_segment(const struct am2_ep *ep, const void *src, size_t n)
+{
+    const uint8_t *s = src, *seg = ep->seg;
+    return seg && s >= seg && s + n <= seg + ep->seg_len;
+}
+
+/* [*lo, *hi) grown from the pages of [s, s + n) by AM_REG_PROBE steps
+ * while the memory is mapped, up to the window's bounds. */
+static void reg_window(const uint8_t *s, size_t n, uintptr_t *lo, uintptr_t *hi)
+{
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)s & ~(pg - 1), b = ((uintptr_t)s + n + pg - 1) & ~(pg - 1);
+    uintptr_t wlo = a & ~(AM_REG_WINDOW - 1), whi = (b + AM_REG_WINDOW - 1) & ~(AM_REG_WINDOW - 1);
+    while (a > wlo) {
+        uintptr_t step = a - wlo < AM_REG_PROBE ? a - wlo : AM_REG_PROBE;
+        if (msync((void *)(a - step), step, MS_ASYNC))
+            break;
+        a -= step;
+    }
+    while (b < whi) {
+        uintptr_t step = whi - b < AM_REG_PROBE ? whi - b : AM_REG_PROBE;
+        if (msync((void *)b, step, MS_ASYNC))
+            break;
+        b += step;
+    }
+    *lo = a;
+    *hi = b;
+}
+
+/* A memory handle for a long message's source outside the segment. */
 static int source_mh(struct am2_ep *ep, const void *src, size_t n, VIP_MEM_HANDLE *mh)
 {
     const uint8_t *s = src;
-    const uint8_t *seg = ep->seg;
-    if (seg && s >= seg && s + n <= seg + ep->seg_len) {
-        *mh = ep->seg_mh;
-        return AM_OK;
-    }
     unsigned nreg = sizeof ep->reg / sizeof ep->reg[0];
     for (unsigned i = 0; i < nreg; i++)
         if (ep->reg[i].p && s >= ep->reg[i].p && s + n <= ep->reg[i].p + ep->reg[i].len) {
@@ -193,12 +229,21 @@ static int source_mh(struct am2_ep *ep, const void *src, size_t n, VIP_MEM_HANDL
         VipDeregisterMem(am_g.nic, (VIP_PVOID)r->p, r->mh);
     r->p = NULL;
     VIP_MEM_ATTRIBUTES ma = {.Ptag = am_g.ptag};
-    VIP_RETURN rc = VipRegisterMem(am_g.nic, (VIP_PVOID)src, n, &ma, &r->mh);
+    uintptr_t lo, hi;
+    reg_window(s, n, &lo, &hi);
+    /* The window, else (read-only pages in it, say) the source alone. */
+    VIP_RETURN rc = VipRegisterMem(am_g.nic, (VIP_PVOID)lo, hi - lo, &ma, &r->mh);
+    if (rc != VIP_SUCCESS) {
+        lo = (uintptr_t)s;
+        hi = lo + n;
+        rc = VipRegisterMem(am_g.nic, (VIP_PVOID)src, n, &ma, &r->mh);
+    }
     if (rc != VIP_SUCCESS)
         return am_fail(AM_ERR_RESOURCE, "the NIC cannot read the source (VipRegisterMem: %d)",
                        (int)rc);
-    r->p = s;
-    r->len = n;
+    r->p = (const uint8_t *)lo;
+    r->len = hi - lo;
+    ep->st.registrations++;
     *mh = r->mh;
     return AM_OK;
 }
@@ -215,17 +260,27 @@ static int seg_check(const struct am_peer *p, uint64_t off, size_t n)
 }
 
 /* RDMA write of the data, then the header; a blocking caller waits for
- * the write so that it may reuse the source. */
+ * the write so that it may reuse the source (unless it was copied). */
 static int send_long(struct am_peer *p, const struct am_wire *w, const void *src, bool wait)
 {
     struct am2_ep *ep = p->ep;
     VIP_DESCRIPTOR *d = NULL;
+    bool copied = false;
     if (w->nbytes) {
         VIP_MEM_HANDLE mh = 0;
-        if (source_mh(ep, src, w->nbytes, &mh) != AM_OK)
-            return AM_ERR_RESOURCE;
         if (!(d = am_send_get(ep, false)))
             return AM_ERR_RESOURCE;
+        if (in_segment(ep, src, w->nbytes)) {
+            mh = ep->seg_mh;
+        } else if (w->nbytes <= AM_LONG_COPY) {
+            memcpy(am_send_buf(d), src, w->nbytes);
+            src = am_send_buf(d);
+            mh = pool_mh(ep, d);
+            copied = true;
+        } else if (source_mh(ep, src, w->nbytes, &mh) != AM_OK) {
+            ep->send_free[ep->nsend_free++] = d;
+            return AM_ERR_RESOURCE;
+        }
         memset(d, 0, sizeof *d);
         d->CS.Control = VIP_CONTROL_OP_RDMAWRITE;
         d->CS.SegCount = 2;
@@ -244,7 +299,7 @@ static int send_long(struct am_peer *p, const struct am_wire *w, const void *src
         p->sends_out++;
     }
     int r = am_send_nic(p, w, NULL, 0); /* behind the data, on the same VI */
-    if (r != AM_OK || !d || !wait)
+    if (r != AM_OK || !d || !wait || copied)
         return r;
     /* The write's status word, while reclaiming the VI's finished sends:
      * that lends the NIC our CPU (VipSendDone), where spinning on the word
