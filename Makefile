@@ -69,6 +69,10 @@ AM2_HELPERS:= $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/am2_*.c))
 # them: against an installed prefix (a staged `make install` in STAGE) by
 # `pkg-config --cflags --libs am2` and nothing else.
 STAGE      := $(B)/stage
+# The examples (examples/), built as a user builds a program: the public
+# headers and libraries only, the flags of the README.
+EXAMPLES   := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
+EXAMPLES_AM2 := $(filter $(B)/examples/am2_%,$(EXAMPLES))
 AMUDP_PROGS:= $(patsubst tests/amudp/%.c,$(B)/tests/amudp/%,$(wildcard tests/amudp/*.c))
 
 # Tests and benchmarks that call library internals (fw_*, vipl_*, ...), which
@@ -118,7 +122,7 @@ endif
 # everything but the tests (which need CUnit)
 progs: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(VIPD_START) $(VIPCLOCK_SO) $(VIPCLOCK) $(BENCHES) \
 	$(B)/lib/pkgconfig/vipl.pc \
-	$(AM2SO) $(AM2A) $(AMRUN) $(AM2_BENCHES) $(B)/lib/pkgconfig/am2.pc $(FI_BENCHES)
+	$(AM2SO) $(AM2A) $(AMRUN) $(AM2_BENCHES) $(B)/lib/pkgconfig/am2.pc $(FI_BENCHES) $(EXAMPLES)
 testprogs: $(TESTS) $(OLDVIA) $(COMPAT_PROGS) $(AM2_HELPERS) $(AMUDP_PROGS)
 
 $(B)/obj/%.o: %.c
@@ -222,6 +226,16 @@ $(AMUDP_PROGS): $(B)/tests/amudp/%: tests/amudp/%.c $(STAGE)/.installed
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -Wall -Wextra -Werror -O2 $(SAN) -o $@ $< \
 		$$(PKG_CONFIG_PATH=$(STAGE)/lib/pkgconfig pkg-config --cflags --libs am2)
+
+$(filter-out $(EXAMPLES_AM2),$(EXAMPLES)): $(B)/examples/%: examples/%.c examples/example.h $(LIBSO)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -Wall -Wextra -Werror -O2 -g $(SAN) -Ivipl/include -o $@ $< \
+		-L$(B)/lib -lvipl -Wl,-rpath,'$$ORIGIN/../lib'
+
+$(EXAMPLES_AM2): $(B)/examples/%: examples/%.c $(AM2SO)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -Wall -Wextra -Werror -O2 -g $(SAN) -Iam2/include -Ivipl/include -o $@ $< \
+		-L$(B)/lib -lam2 -lvipl -Wl,-rpath,'$$ORIGIN/../lib'
 
 $(AM2_BENCHES): $(B)/bin/%: $(B)/obj/bench/%.o $(AM2SO)
 	@mkdir -p $(dir $@)

@@ -244,7 +244,7 @@ if [ "$matrix" != none ]; then
     echo "-- AM2_SHM=0"
     TL_PROFILE=native VIP_EXT_MODE=standard TL_SCALE=$scale AM2_SHM=0
     export TL_PROFILE VIP_EXT_MODE TL_SCALE AM2_SHM
-    run_suite " [AM2_SHM=0]" test_am2_vipl test_am2_spmd test_am2_amudp
+    run_suite " [AM2_SHM=0]" test_am2_vipl test_am2_spmd test_am2_amudp test_examples
     # Large messages between processes in one copy (VIP_CMA=1,
     # spec-notes/cma.md; off by default).
     echo "-- VIP_CMA=1"

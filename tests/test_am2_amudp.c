@@ -9,102 +9,27 @@
  * memory and again through the NIC (AM2_SHM=0). Each job runs in a
  * private TMPDIR that must be empty afterwards (amrun's directory gone).
  */
-#include <dirent.h>
-#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "lib/tlib.h"
+#include "lib/trun.h"
 
 static char bindir[PATH_MAX]; /* where the tests are */
 static char prog[PATH_MAX + 32], amrun[PATH_MAX + 32];
 
-static int dir_entries(const char *path)
-{
-    DIR *d = opendir(path);
-    int n = 0;
-    if (!d)
-        return -1;
-    for (struct dirent *e; (e = readdir(d));)
-        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-    closedir(d);
-    return n;
-}
-
-/* Run argv (NULL-terminated) in a process group of its own with a
- * private TMPDIR, stdout and stderr into out (NUL-terminated, cut at
- * cap); its exit status, -1 if it outlived wait_ms (then the group is
- * killed), -2 if it left something in TMPDIR. */
+/* run the program (tr_run) with the variables every job here needs */
 static int run(char *const argv[], char *out, size_t cap, unsigned wait_ms)
 {
-    char tmp[] = "/tmp/amudp.XXXXXX", log[64];
-    if (!mkdtemp(tmp))
-        return -3;
-    snprintf(log, sizeof log, "%s.log", tmp);
-    pid_t pid = fork();
-    if (pid == 0) {
-        setpgid(0, 0);
-        setenv("TMPDIR", tmp, 1);
-        setenv("AM2_NIC", tl_dev("via0"), 1);
-        setenv("AMUDP_CHECK_MASTER", "from the master", 1);
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd < 0)
-            _exit(126);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        close(fd);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    int st = 0, rc = -1;
-    uint64_t end = tl_now_ms() + wait_ms;
-    while (pid > 0 && tl_now_ms() < end) {
-        if (waitpid(pid, &st, WNOHANG) == pid) {
-            rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-            pid = 0;
-        } else {
-            usleep(10000);
-        }
-    }
-    if (pid > 0) {
-        kill(-pid, SIGKILL);
-        waitpid(pid, &st, 0);
-    }
-    out[0] = 0;
-    FILE *f = fopen(log, "r");
-    if (f) {
-        size_t n = fread(out, 1, cap - 1, f);
-        out[n] = 0;
-        fclose(f);
-    }
-    unlink(log);
-    int left = dir_entries(tmp);
-    rmdir(tmp);
-    if (rc >= 0 && left != 0) {
-        fprintf(stderr, "\n  %d entries left in the job's TMPDIR\n", left);
-        return -2;
-    }
-    if (rc != 0)
-        fprintf(stderr, "\n  status %d; output:\n%s\n", rc, out);
-    return rc;
-}
-
-/* How many lines of out start with the text. */
-static int lines(const char *out, const char *text)
-{
-    int n = 0;
-    size_t l = strlen(text);
-    for (const char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-        n += strncmp(p, text, l) == 0;
-    return n;
+    setenv("AM2_NIC", tl_dev("via0"), 1);
+    setenv("AMUDP_CHECK_MASTER", "from the master", 1);
+    return tr_run(argv, out, cap, wait_ms);
 }
 
 /* Every rank of an nproc job left through the exit callback and the kill
@@ -114,10 +39,10 @@ static bool all_left(const char *out, int nproc, int code)
     char text[64];
     for (int r = 0; r < nproc; r++) {
         snprintf(text, sizeof text, "amudp_check: rank %d leaves with %d", r, code);
-        if (lines(out, text) != 1)
+        if (tr_lines(out, text) != 1)
             return false;
         snprintf(text, sizeof text, "amudp_check: rank %d killed with %d", r, code);
-        if (lines(out, text) != 1)
+        if (tr_lines(out, text) != 1)
             return false;
     }
     return true;
@@ -131,10 +56,10 @@ static void test_amudp_master_starts_workers(void)
 {
     char *two[] = {prog, "2", "20", NULL};
     TCHK(run(two, out, sizeof out, 60000) == 0);
-    TCHK(lines(out, "amudp_check: 2 ranks, 20 iterations: ok") == 1 && all_left(out, 2, 0));
+    TCHK(tr_lines(out, "amudp_check: 2 ranks, 20 iterations: ok") == 1 && all_left(out, 2, 0));
     char *three[] = {prog, "3", "L", "10", NULL};
     TCHK(run(three, out, sizeof out, 60000) == 0);
-    TCHK(lines(out, "amudp_check: 3 ranks, 10 iterations: ok") == 1 && all_left(out, 3, 0));
+    TCHK(tr_lines(out, "amudp_check: 3 ranks, 10 iterations: ok") == 1 && all_left(out, 3, 0));
 out:;
 }
 
@@ -143,7 +68,7 @@ static void test_amudp_under_amrun(void)
 {
     char *job[] = {amrun, "-np", "2", "-t", "50", prog, "20", NULL};
     TCHK(run(job, out, sizeof out, 60000) == 0);
-    TCHK(lines(out, "amudp_check: 2 ranks, 20 iterations: ok") == 1 && all_left(out, 2, 0));
+    TCHK(tr_lines(out, "amudp_check: 2 ranks, 20 iterations: ok") == 1 && all_left(out, 2, 0));
 out:;
 }
 
@@ -180,11 +105,11 @@ static void test_amudp_ssh_spawn(void)
     setenv("AMUDP_SPAWNFN", "S", 1);
     char *by_env[] = {prog, "3", "10", NULL};
     int rc_env = run(by_env, out, sizeof out, 60000);
-    bool ok_env = lines(out, "amudp_check: 3 ranks, 10 iterations: ok") == 1 && all_left(out, 3, 0);
+    bool ok_env = tr_lines(out, "amudp_check: 3 ranks, 10 iterations: ok") == 1 && all_left(out, 3, 0);
     unsetenv("AMUDP_SPAWNFN");
     char *by_letter[] = {prog, "2", "s", "10", NULL};
     int rc_letter = run(by_letter, out, sizeof out, 60000);
-    bool ok_letter = lines(out, "amudp_check: 2 ranks, 10 iterations: ok") == 1;
+    bool ok_letter = tr_lines(out, "amudp_check: 2 ranks, 10 iterations: ok") == 1;
     unsetenv("AMUDP_SSH_CMD");
     unsetenv("AMUDP_SSH_SERVERS");
     unsetenv("AMUDP_MASTERIP");
