@@ -111,13 +111,18 @@ FI_BENCHES := $(patsubst bench/%.c,$(B)/bin/%,$(FI_BENCH_SRCS))
 # Empty when CUnit's header is missing: then `all` skips the tests.
 HAVE_CUNIT := $(shell $(CC) $(CFLAGS) -E -include CUnit/CUnit.h -x c /dev/null >/dev/null 2>&1 && echo y)
 
-.PHONY: all progs testprogs test soak bench bench-hosts check-asan check-tsan install clean deps deps-test hostdev-check \
+.PHONY: all build-all install-files progs testprogs test soak bench bench-hosts check-asan check-tsan install clean deps deps-test hostdev-check \
 	deps-bench deps-fuzz valgrind fuzz fuzzprogs fuzz-smoke fuzz-corpus bench-hostile bench-reg
+# `make` (all) and `make install` first install the build's Debian
+# packages when they are missing (deps), then build in a second make, so
+# that no compile starts before the headers are there.
+all: deps
+	@$(MAKE) --no-print-directory build-all
 ifeq ($(HAVE_CUNIT),)
-all: progs
+build-all: progs
 	@echo "make: skipping the tests: no CUnit/CUnit.h (Debian package $(DEB_TEST); make test installs it)"
 else
-all: progs testprogs
+build-all: progs testprogs
 endif
 # everything but the tests (which need CUnit)
 progs: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(VIPD_START) $(VIPCLOCK_SO) $(VIPCLOCK) $(BENCHES) \
@@ -219,7 +224,7 @@ $(AM2_HELPERS): $(B)/tests/%: $(B)/obj/tests/%.o $(AM2SO)
 
 $(STAGE)/.installed: $(LIBSO) $(LIBA) $(AM2SO) $(AM2A) $(AMRUN) $(VIPD) $(VIPCTL) $(VIPCLOCK_SO) \
 		$(B)/bin/vip_model $(wildcard am2/include/*.h vipl/include/*.h) am2/am2.pc.in vipl/vipl.pc.in
-	@$(MAKE) --no-print-directory install PREFIX=$(abspath $(STAGE)) DESTDIR= >/dev/null
+	@$(MAKE) --no-print-directory install-files PREFIX=$(abspath $(STAGE)) DESTDIR= >/dev/null
 	@touch $@
 
 $(AMUDP_PROGS): $(B)/tests/amudp/%: tests/amudp/%.c $(STAGE)/.installed
@@ -395,7 +400,9 @@ bench-hostile: progs
 # static), every public header, the daemons and tools, amrun, vip_model,
 # vipclock, both .pc files (whose Libs carry an rpath to $(PREFIX)/lib, so
 # a program runs without ldconfig), the profiles and the systemd unit.
-install: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(VIPCLOCK_SO) $(B)/lib/pkgconfig/vipl.pc \
+install: deps
+	@$(MAKE) --no-print-directory install-files
+install-files: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(VIPCLOCK_SO) $(B)/lib/pkgconfig/vipl.pc \
 		$(AM2SO) $(AM2A) $(AMRUN) $(B)/bin/vip_model
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 644 vipl/include/vipl.h vipl/include/vipl_ext.h am2/include/am2.h \

@@ -111,7 +111,7 @@ static_assert(sizeof(struct via_db_queue) == 128 + 16 * VIA_DB_SLOTS, "db queue"
 struct via_vi_counters {
     _Atomic uint64_t tx_msgs, tx_bytes, rx_msgs, rx_bytes;
     _Atomic uint64_t rx_dropped;  /* arrived with no receive posted */
-    _Atomic uint64_t desc_errors; /* descriptors completed in error */
+    _Atomic uint64_t desc_errors; /* descriptors completed in error (not only flushed) */
     _Atomic uint64_t sq_posted, sq_done, rq_posted, rq_done;
     _Atomic uint64_t tx_descless, tx_merged; /* sends that took an extension path */
     /* Completions whose descriptor the NIC could not write (it failed the

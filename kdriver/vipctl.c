@@ -457,40 +457,95 @@ static int cmd_ping(void)
     return 0;
 }
 
-static void env1(const char *name, const char *meaning)
-{
-    const char *v = getenv(name);
-    printf("%-16s = %-24s %s\n", name, v ? v : "(unset)", meaning);
-}
+/* Every environment variable the library, vipd, the NIC, libam2, amrun
+ * and the AMUDP master read (test_basic test_vipctl_env_lists_all checks
+ * this table against the sources), by who reads it. */
+static const struct env_var {
+    const char *name, *meaning;
+} env_vars[] = {
+    {NULL, "VIPL programs (libvipl) and the NIC in them"},
+    {"VIP_PROFILE", "NIC timing profile of an autostarted vipd (default native)"},
+    {"VIP_CLOCK", "a paced NIC's time: real (default) or virtual"},
+    {"VIP_VT_HOLD", "virtual time, a wait a peer holds back: adapt (default), sleep or yield"},
+    {"VIP_EXT_MODE", "short-message path: standard, descriptorless, merged"},
+    {"VIP_EXT_MAX", "size threshold (bytes) up to which VIP_EXT_MODE applies"},
+    {"VIP_PROGRESS", "manual: no NIC thread; the NIC works only inside VIPL calls"},
+    {"VIP_WAIT_SPIN_US", "fixed poll budget of waits before they sleep (default: adaptive)"},
+    {"VIP_CMA", "1: large messages between processes of this host in one copy"},
+    {"VIP_RCACHE", "0: no registration cache (every registration asks vipd)"},
+    {"VIP_DEBUG", "1: every failing call says why on stderr"},
+    {"VIP_QUIET", "1: the default error handler prints nothing"},
+    {"VIP_FAULTS", "faults the NIC injects on links to other hosts (drop=..,dup=..,seed=..)"},
+    {"VIP_NET_TIMEOUT_MS", "links to other hosts: a peer silent this long is gone"},
+    {"VIP_NET_RTO_MS", "UDP link: first retransmission timeout (5)"},
+    {"VIP_NET_DEBUG", "1: the libfabric link says what it does"},
+    {"VIP_NET_TRACE", "1: the libfabric link traces its wake-ups"},
+    {"FI_PROVIDER", "libfabric link: the provider (libfabric's own variable)"},
+    {"FI_OFI_RXM_BUFFER_SIZE", "libfabric link: rxm buffer size (set if unset)"},
+    {"FI_OFI_RXM_EAGER_LIMIT", "libfabric link: rxm eager limit (set if unset)"},
+    {"FI_OFI_RXM_MSG_RX_SIZE", "libfabric link: rxm receive queue (set if unset)"},
+    {"FI_OFI_RXM_MSG_TX_SIZE", "libfabric link: rxm send queue (set if unset)"},
+    {"VIPD_SOCKET", "vipd control socket path"},
+    {"XDG_RUNTIME_DIR", "holds vipd/vipd.sock when VIPD_SOCKET is unset"},
+    {"VIPD_SYSTEM_SOCKET", "the system vipd's socket (" CTL_SYSTEM_SOCKET "), when the user's own is absent"},
+    {"VIPD_AUTOSTART", "0: VipOpenNic does not start vipd"},
+    {"VIPD_PATH", "vipd binary VipOpenNic starts"},
+    {"VIPD_CTL_TIMEOUT_MS", "how long a call waits for vipd's answer (10000)"},
+    {"VIPD_PING_MS", "how often a call blocked for a peer checks vipd is alive (1000)"},
+    {NULL, "vipd (an autostarted one reads them in the program's environment)"},
+    {"VIPD_NICS", "NICs of an autostarted vipd (2)"},
+    {"VIPD_HOSTS", "hosts file of names for VipNSGetHostByName (vipd --hosts)"},
+    {"VIPD_IDLE_EXIT", "seconds an autostarted vipd waits without sessions (60)"},
+    {"VIP_PROFILE_DIR", "where vipd finds NAME.conf profiles"},
+    {"VIPD_HB_MS", "vipd --listen: heartbeat to the other hosts (250)"},
+    {"VIPD_HOST_TIMEOUT_MS", "vipd --listen: a host silent this long is down (3000)"},
+    {NULL, "AM-II programs (libam2) and amrun"},
+    {"AM2_NIC", "the NIC an AM-II process uses (via0)"},
+    {"AM2_SHM", "0: peers on this host go through the NIC too"},
+    {"AM2_DIRECT", "0: AM_Poll always reads the bundle's CQ"},
+    {"AM2_DEBUG", "1: every failing AM call says why on stderr"},
+    {"AM2_CONNECT_MS", "how long a first message waits for its connection (10000)"},
+    {"AM2_CONGESTION_MS", "how long a request waits for a credit (30000)"},
+    {"AM2_SPMD_TIMEOUT_MS", "how long start-up and barriers wait for the other ranks (30000)"},
+    {"AM2_SPMD_RANK", "set by amrun: the rank"},
+    {"AM2_SPMD_NRANKS", "set by amrun: the job's size"},
+    {"AM2_SPMD_JOB", "set by amrun: the job's number (its endpoints' tag)"},
+    {"AM2_SPMD_DIR", "set by amrun: the job's directory"},
+    {"AM2_SPMD_RDV", "set by amrun --hosts: its rendezvous"},
+    {"SLURM_PROCID", "a job started by srun: the rank (also SLURM_NTASKS, SLURM_JOB_ID)"},
+    {"SLURM_STEP_ID", "a job started by srun: its step (the ranks' meeting directory)"},
+    {"PMI_RANK", "a job of a PMI launcher: the rank (also PMI_SIZE, PMI_ID)"},
+    {"OMPI_COMM_WORLD_RANK", "a job of Open MPI's mpirun: the rank (also ..._SIZE)"},
+    {"AMRUN_TIMEOUT", "seconds before amrun kills the job (0: none)"},
+    {"AMRUN_SSH", "the command amrun --hosts starts ranks with (ssh)"},
+    {"AMRUN_RDV_HOST", "the address ranks reach amrun's rendezvous at"},
+    {"TMPDIR", "where amrun makes the job's directory (/tmp)"},
+    {"AM2_AMRUN", "the amrun an AMUDP master runs (beside libam2, else PATH)"},
+    {"AMUDP_SPAWNFN", "an AMUDP master's spawner: L (this host, default) or S (ssh)"},
+    {"AMUDP_SSH_SERVERS", "S: the hosts the workers start on"},
+    {"AMUDP_SSH_CMD", "S: the ssh command (ssh)"},
+    {"AMUDP_SSH_OPTIONS", "S: its options"},
+    {"AMUDP_MASTERIP", "S: the address workers reach the master at"},
+};
 
 static int cmd_env(void)
 {
-    env1("VIP_PROFILE", "NIC timing profile (default native)");
-    env1("VIP_CLOCK", "a paced NIC's time: real (default) or virtual");
-    env1("VIP_VT_HOLD", "virtual time, a wait a peer holds back: adapt (default), sleep or yield");
-    env1("VIP_PROFILE_DIR", "where vipd finds NAME.conf profiles");
-    env1("VIP_EXT_MODE", "short-message path: standard, descriptorless, merged");
-    env1("VIP_EXT_MAX", "size threshold (bytes) up to which VIP_EXT_MODE applies");
-    env1("VIP_PROGRESS", "manual: no NIC thread; the NIC works only inside VIPL calls");
-    env1("VIP_WAIT_SPIN_US", "fixed poll budget of waits before they sleep (default: adaptive)");
-    env1("VIP_CMA", "1: large messages between processes of this host in one copy (process_vm_readv)");
-    env1("VIP_RCACHE", "0: no registration cache (every registration asks vipd)");
-    env1("VIPD_SOCKET", "vipd control socket path");
-    env1("VIPD_AUTOSTART", "0: VipOpenNic does not start vipd");
-    env1("VIPD_PATH", "vipd binary VipOpenNic starts");
-    env1("VIPD_IDLE_EXIT", "seconds an autostarted vipd waits without sessions (60)");
-    env1("VIPD_NICS", "NICs of an autostarted vipd (2)");
-    env1("VIPD_HOSTS", "hosts file of names for VipNSGetHostByName (vipd --hosts)");
-    env1("XDG_RUNTIME_DIR", "holds vipd/vipd.sock when VIPD_SOCKET is unset");
-    env1("VIPD_SYSTEM_SOCKET", "the system vipd's socket (" CTL_SYSTEM_SOCKET "), used when "
-                               "the user's own is absent");
-    printf("%-16s = %s%s\n", "(socket path)", sockpath, sock_system ? " (system vipd)" : "");
+    for (size_t i = 0; i < sizeof env_vars / sizeof env_vars[0]; i++) {
+        const struct env_var *e = &env_vars[i];
+        if (!e->name) {
+            printf("%s%s:\n", i ? "\n" : "", e->meaning);
+            continue;
+        }
+        const char *v = getenv(e->name);
+        printf("  %-22s = %-20s %s\n", e->name, v ? v : "(unset)", e->meaning);
+    }
+    printf("\n%-24s = %s%s\n", "(socket path)", sockpath, sock_system ? " (system vipd)" : "");
     return 0;
 }
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: vipctl [-s SOCKET] COMMAND\n"
+    fprintf(f, "usage: vipctl [-s SOCKET] COMMAND      (-h, --help: this text)\n"
                "commands:\n"
                "  nics              NICs, profiles, limits, usage, counters, and the host\n"
                "                    interface and PCI device of each /dev/via_ethN (default)\n"
@@ -506,7 +561,8 @@ static void usage(FILE *f)
                "                    and median DUR_US of each stage\n"
                "  shutdown          stop vipd (its clients' VIs go to the error state)\n"
                "  ping              exit 0 if a vipd answers\n"
-               "  env               environment variables and the socket path\n"
+               "  env               every environment variable programs, vipd and amrun\n"
+               "                    read: its value here and its meaning; the socket path\n"
                "  doctor            what the host offers for faster links: interfaces,\n"
                "                    PCI devices, kernel modules, RDMA drivers and devices\n"
                "  keygen FILE       a new cluster key (mode 0600) for vipd --listen: copy it\n"
@@ -518,6 +574,11 @@ int main(int argc, char **argv)
 {
     int c;
     const char *sock = NULL;
+    for (int i = 1; i < argc && argv[i][0] == '-'; i += 1 + !strcmp(argv[i], "-s"))
+        if (!strcmp(argv[i], "--help")) { /* the long spelling users try first */
+            usage(stdout);
+            return 0;
+        }
     while ((c = getopt(argc, argv, "+s:h")) != -1) {
         if (c == 's')
             sock = optarg;

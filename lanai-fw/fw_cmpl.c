@@ -252,7 +252,9 @@ void fw_updt(struct fw_vi *vi, const struct fw_xdes *d, bool recv, uint32_t stat
     }
 
     struct via_vi_counters *c = &vi->db->cnt;
-    if (status & VIP_STATUS_ERROR_MASK)
+    /* A descriptor flushed by a disconnect (or behind a broken VI's first
+     * error) was not itself in error: the count is of the ones that were. */
+    if (status & VIP_STATUS_ERROR_MASK & ~VIP_STATUS_DESC_FLUSHED_ERROR)
         fw_count(&c->desc_errors, 1);
     if (!d->va) {
         /* Nothing written: the library completes it (via_abi.h). */

@@ -8,12 +8,14 @@
  * is modelled, and a figure without a source cannot be argued with.
  */
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fw_model.h"
 
@@ -266,15 +268,48 @@ int fw_profile_parse(const char *text, const char *fname, struct via_profile *ou
     return 0;
 }
 
+/* The profiles DIR holds, by name ("native, pci, sbus"), into out. */
+static void profile_names(const char *dir, char *out, size_t cap)
+{
+    out[0] = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    size_t len = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        if (n > 5 && !strcmp(e->d_name + n - 5, ".conf") && len + n < cap)
+            len += (size_t)snprintf(out + len, cap - len, "%s%.*s", len ? ", " : "",
+                                    (int)(n - 5), e->d_name);
+    }
+    closedir(d);
+}
+
 int fw_profile_load(const char *name, const char *dir, struct via_profile *out, char *err,
                     size_t errlen)
 {
     char path[1024];
-    if (strchr(name, '/'))
+    const char *d = dir ? dir : ".";
+    if (strchr(name, '/')) {
         snprintf(path, sizeof path, "%s", name);
-    else
-        snprintf(path, sizeof path, "%s/%s.conf", dir ? dir : ".", name);
+    } else {
+        /* A name is the file's, in any case: SBUS is sbus.conf. */
+        char lower[64];
+        size_t i = 0;
+        for (; name[i] && i + 1 < sizeof lower; i++)
+            lower[i] = (char)tolower((unsigned char)name[i]);
+        lower[i] = 0;
+        snprintf(path, sizeof path, "%s/%s.conf", d, name);
+        if (access(path, F_OK) != 0)
+            snprintf(path, sizeof path, "%s/%s.conf", d, lower);
+    }
     FILE *f = fopen(path, "r");
+    if (!f && !strchr(name, '/') && errno == ENOENT) {
+        char names[256];
+        profile_names(d, names, sizeof names);
+        return fail(err, errlen, "no profile '%s' in %s (there: %s; or give a path to a "
+                                 ".conf file)", name, d, names[0] ? names : "none");
+    }
     if (!f)
         return fail(err, errlen, "cannot read profile %s: %s", path, strerror(errno));
     char text[16384];

@@ -33,6 +33,10 @@ export VIPD_SOCKET
 # The tests use the vipd started here and never start another one.
 VIPD_AUTOSTART=0
 export VIPD_AUTOSTART
+# What an autostarted vipd should be is the private vipd's business here:
+# a VIP_PROFILE or VIPD_NICS of the caller's would be refused by VipOpenNic
+# as disagreeing with it (the matrix sets TL_PROFILE instead).
+unset VIP_PROFILE VIPD_NICS
 TL_VIPCTL="$(cd "$(dirname "$VIPCTL")" && pwd)/$(basename "$VIPCTL")"
 export TL_VIPCTL
 vipd_pid=""

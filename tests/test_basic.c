@@ -2,6 +2,8 @@
  * test_basic.c - NIC, ptags, memory registration, VIs and CQs, one process
  * (needs vipd; run_tests.sh provides it).
  */
+#include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,7 @@
 #include <unistd.h>
 
 #include "lib/tlib.h"
+#include "vipl_ext.h"
 #include "via_abi.h"
 
 static uint8_t static_buf[10000];
@@ -458,6 +461,82 @@ out:
     tl_close(&t);
 }
 
+/* `vipctl env` names every variable the sources read or set through a
+ * getenv-like call (getenv, setenv, env_ms, ...): a variable added to the
+ * code without a line there fails this. */
+static void test_vipctl_env_lists_all(void)
+{
+    char self[PATH_MAX], root[PATH_MAX + 8], cmd[PATH_MAX * 2 + 300];
+    static char out[65536];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    TCHK(n > 0);
+    self[n] = 0;
+    snprintf(root, sizeof root, "%s/../..", dirname(self)); /* B/tests -> the tree */
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && grep -rhoE '[A-Za-z_]*env[A-Za-z_]*\\(\"[A-Z][A-Z0-9_]*\"' "
+             "vipl kdriver lanai-fw extensions am2 include --include=*.c --include=*.h | "
+             "sed -E 's/.*\\(\"//; s/\"$//' | sort -u",
+             root);
+    TCHK(tl_vipctl("env", out, sizeof out) == 0);
+    FILE *f = popen(cmd, "r");
+    TCHK(f);
+    char name[128];
+    int seen = 0, missing = 0;
+    while (fgets(name, sizeof name, f)) {
+        name[strcspn(name, "\n")] = 0;
+        if (!strcmp(name, "PATH"))
+            continue;
+        char key[160];
+        snprintf(key, sizeof key, "  %s ", name);
+        seen++;
+        if (!strstr(out, key)) {
+            fprintf(stderr, "\n  vipctl env does not list %s", name);
+            missing++;
+        }
+    }
+    pclose(f);
+    CU_ASSERT(seen > 40 && missing == 0);
+out:;
+}
+
+/* Settings in the environment that the code would not understand, or
+ * that disagree with the vipd that answers, are refused by VipOpenNic
+ * with a reason naming the valid values or both sides (and the one that
+ * agrees is accepted). */
+static void test_settings_refused(void)
+{
+    VIP_NIC_HANDLE nic;
+    const char *dev = tl_dev("via0");
+    setenv("VIP_EXT_MODE", "bogus", 1);
+    CU_ASSERT_EQUAL(VipOpenNic((VIP_CHAR *)dev, &nic), VIP_INVALID_PARAMETER);
+    CU_ASSERT_PTR_NOT_NULL(strstr(vip_last_error(), "standard,descriptorless,merged"));
+    unsetenv("VIP_EXT_MODE");
+    setenv("VIP_VT_HOLD", "sometimes", 1);
+    CU_ASSERT_EQUAL(VipOpenNic((VIP_CHAR *)dev, &nic), VIP_INVALID_PARAMETER);
+    unsetenv("VIP_VT_HOLD");
+    setenv("VIPD_NICS", "63", 1); /* the tests' vipd has fewer */
+    CU_ASSERT_EQUAL(VipOpenNic((VIP_CHAR *)dev, &nic), VIP_INVALID_PARAMETER);
+    CU_ASSERT_PTR_NOT_NULL(strstr(vip_last_error(), "VIPD_NICS=63, but the vipd at"));
+    unsetenv("VIPD_NICS");
+    static const char *const profiles[] = {"native", "SBUS", "pci"};
+    int agreed = 0;
+    for (int i = 0; i < 3; i++) {
+        setenv("VIP_PROFILE", profiles[i], 1);
+        VIP_RETURN rc = VipOpenNic((VIP_CHAR *)dev, &nic);
+        if (rc == VIP_SUCCESS) {
+            agreed++;
+            VipCloseNic(nic);
+        } else {
+            CU_ASSERT_EQUAL(rc, VIP_INVALID_PARAMETER);
+            CU_ASSERT_PTR_NOT_NULL(strstr(vip_last_error(), "profile (an idle autostarted"));
+        }
+    }
+    unsetenv("VIP_PROFILE");
+    CU_ASSERT_EQUAL(agreed, 1); /* the NIC's own profile, in any case */
+    CU_ASSERT_EQUAL(VipOpenNic((VIP_CHAR *)dev, &nic), VIP_SUCCESS);
+    VipCloseNic(nic);
+}
+
 static void test_vipctl_nics(void)
 {
     char out[16384];
@@ -468,6 +547,7 @@ static void test_vipctl_nics(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "via0"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "via1"));
     CU_ASSERT_EQUAL(tl_vipctl("no-such-command", out, sizeof out), 2);
+    CU_ASSERT(tl_vipctl("--help", out, sizeof out) == 0 && strstr(out, "usage: vipctl"));
 }
 
 /* A registration shows in `vipctl mem` with our pid, and leaves with it. */
@@ -545,6 +625,8 @@ int main(int argc, char **argv)
         TL_TEST(test_post_idle),
         TL_TEST(test_name_service),
         TL_TEST(test_vipctl_nics),
+        TL_TEST(test_vipctl_env_lists_all),
+        TL_TEST(test_settings_refused),
         TL_TEST(test_vipctl_mem),
         TL_TEST(test_autostart),
         TL_END,

@@ -465,6 +465,60 @@ static void bad_send_reliable(VIP_RELIABILITY_LEVEL rel)
     pair_close(&pr);
 }
 
+/* The library's default handler (no VipErrorCallback of the program's)
+ * says which descriptor failed and why: the status bits in words and the
+ * segment it named, not only "a posted descriptor was in error". */
+static void test_default_handler_says_why(void)
+{
+    struct pair pr;
+    char path[] = "/tmp/vipl-stderr.XXXXXX";
+    int fd = mkstemp(path), saved = dup(2);
+    static char text[8192];
+    text[0] = 0;
+    pair_open(&pr, VIP_SERVICE_RELIABLE_DELIVERY);
+    pr.pc.expect = EXP_ERROR;
+    if (fd >= 0 && saved >= 0 && pair_connect(&pr, 0, 2) == 0) {
+        VIP_DESCRIPTOR *bad = DESC(&pr, 3), *d;
+        tl_desc_1(bad, DATA(&pr), 10, 0x12345678u);
+        TRC_SOFT(VipErrorCallback(pr.t.nic, NULL, NULL), VIP_SUCCESS); /* the default */
+        unsetenv("VIP_QUIET");
+        fflush(stderr);
+        dup2(fd, 2);
+        TRC_SOFT(VipPostSend(pr.vi, bad, pr.b.mh), VIP_SUCCESS);
+        TRC_SOFT(VipSendWait(pr.vi, 5000, &d), VIP_SUCCESS);
+        for (int i = 0; i < 500 && !strstr(text, "segment 0"); i++) { /* handler: async */
+            usleep(10000);
+            ssize_t n = pread(fd, text, sizeof text - 1, 0);
+            text[n > 0 ? n : 0] = 0;
+        }
+        fflush(stderr);
+        dup2(saved, 2);
+        setenv("VIP_QUIET", "1", 1);
+        if (!strstr(text, "PROTECTION_ERROR") || !strstr(text, "memory handle 305419896"))
+            fprintf(stderr, "\n  the default handler said:\n%s", text);
+        CU_ASSERT_PTR_NOT_NULL(strstr(text, "a posted descriptor was in error"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(text, "PROTECTION_ERROR"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(text, "segment 0: address"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(text, "memory handle 305419896"));
+        go(&pr);
+        if (tl_parent_take(&pr.ch, 20000) == 'k') {
+            TRC_SOFT(VipDisconnect(pr.vi), VIP_SUCCESS);
+            tl_parent_post(&pr.ch, 'q');
+        }
+        pr.acked = 1;
+    }
+    if (saved >= 0) {
+        dup2(saved, 2);
+        close(saved);
+    }
+    setenv("VIP_QUIET", "1", 1);
+    if (fd >= 0) {
+        close(fd);
+        unlink(path);
+    }
+    pair_close(&pr);
+}
+
 static void test_reliable_delivery_bad_send(void)
 {
     bad_send_reliable(VIP_SERVICE_RELIABLE_DELIVERY);
@@ -577,6 +631,18 @@ static void test_disconnect_flushes(void)
             d = NULL;
         }
         TRC_SOFT(VipRecvDone(pr.vi, &d), VIP_NOT_DONE);
+        /* flushed is not in error: our VI's ERRS column (vipctl vis) stays 0 */
+        static char vis[1 << 16];
+        char pid[24];
+        snprintf(pid, sizeof pid, " %d ", (int)getpid());
+        CU_ASSERT_EQUAL(tl_vipctl("vis", vis, sizeof vis), 0);
+        const char *line = strstr(vis, pid);
+        const char *eol = line ? strchr(line, '\n') : NULL;
+        const char *last = line ? line : "";
+        for (const char *c = line; c && c < (eol ? eol : line + strlen(line)); c++)
+            if (*c == ' ' && c[1] != ' ')
+                last = c + 1;
+        CU_ASSERT(line && atoi(last) == 0);
         /* idle again: sending is refused, receiving may be posted */
         tl_desc_1(DESC(&pr, 3), DATA(&pr), 10, pr.b.mh);
         TRC_SOFT(VipPostSend(pr.vi, DESC(&pr, 3), pr.b.mh), VIP_INVALID_STATE);
@@ -712,7 +778,7 @@ int main(int argc, char **argv)
         TL_TEST(test_too_many_segments),
         TL_TEST(test_reserved_control_bits),
         TL_TEST(test_rdma_read_unreliable),
-        TL_TEST(test_reliable_delivery_bad_send),
+        TL_TEST(test_reliable_delivery_bad_send), TL_TEST(test_default_handler_says_why),
         TL_TEST(test_reliable_reception_bad_send),
         TL_TEST(test_recv_too_small_unreliable),
         TL_TEST(test_recv_too_small_reliable),

@@ -2,11 +2,17 @@
  * vipl_err.c - error messages: every failure says what failed and why.
  *
  * VIPL returns bare codes; the reason goes to a per-thread message that
- * vip_last_error() (vipl_ext.h) returns, and to stderr when VIP_DEBUG is set.
+ * vip_last_error() (vipl_ext.h) returns, and to stderr: the first time a
+ * kind of failure happens in the process (the message's format names it),
+ * unless VIP_QUIET=1; every time with VIP_DEBUG=1. VIP_NOT_DONE,
+ * VIP_TIMEOUT and VIP_NO_MATCH are answers a program waits through, not
+ * failures: only VIP_DEBUG shows them.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "vipl_ext.h"
 #include "vipl_int.h"
@@ -19,12 +25,37 @@ static bool debug_on(void)
     return dbg && *dbg && *dbg != '0';
 }
 
+static bool quiet(void)
+{
+    const char *q = getenv("VIP_QUIET");
+    return q && *q && *q != '0';
+}
+
+/* True the first time fmt (a failure's kind) is seen in this process. */
+static bool first_time(const char *fmt)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static const char *seen[128];
+    static unsigned nseen;
+    bool first = true;
+    pthread_mutex_lock(&lock);
+    for (unsigned i = 0; i < nseen && first; i++)
+        first = seen[i] != fmt;
+    if (first && nseen < sizeof seen / sizeof seen[0])
+        seen[nseen++] = fmt;
+    pthread_mutex_unlock(&lock);
+    return first;
+}
+
 static void set_error(VIP_RETURN rc, const char *fmt, va_list ap)
 {
     vsnprintf(last_error, sizeof last_error, fmt, ap);
-    if (debug_on())
-        fprintf(stderr, "vipl: %s%s%s\n", rc == VIP_SUCCESS ? "" : vip_strerror(rc),
-                rc == VIP_SUCCESS ? "" : ": ", last_error);
+    /* (VIP_SUCCESS: vipl_set_error, a reason whose code the caller returns) */
+    bool answer = rc == VIP_NOT_DONE || rc == VIP_TIMEOUT || rc == VIP_NO_MATCH;
+    if (debug_on() || (!answer && !quiet() && first_time(fmt)))
+        fprintf(stderr, "vipl: %s%s%s%s\n", rc == VIP_SUCCESS ? "" : vip_strerror(rc),
+                rc == VIP_SUCCESS ? "" : ": ", last_error,
+                debug_on() ? "" : " (said once; VIP_DEBUG=1: every failure, VIP_QUIET=1: none)");
 }
 
 void vipl_debug(const char *fmt, ...)
@@ -105,4 +136,46 @@ const char *vip_strerror(VIP_RETURN rc)
     if ((unsigned)rc < sizeof names / sizeof names[0] && names[rc])
         return names[rc];
     return "VIP_(unknown return code)";
+}
+
+void vipl_status_bits(VIP_UINT32 status, char *out, size_t cap)
+{
+    static const struct {
+        VIP_UINT32 bit;
+        const char *name;
+    } bits[] = {
+        {VIP_STATUS_DONE, "DONE"},
+        {VIP_STATUS_FORMAT_ERROR, "FORMAT_ERROR: a malformed descriptor"},
+        {VIP_STATUS_PROTECTION_ERROR, "PROTECTION_ERROR: a memory handle or ptag that does not "
+                                      "cover the memory"},
+        {VIP_STATUS_LENGTH_ERROR, "LENGTH_ERROR: the message is larger than the receive"},
+        {VIP_STATUS_PARTIAL_ERROR, "PARTIAL_ERROR"},
+        {VIP_STATUS_DESC_FLUSHED_ERROR, "DESC_FLUSHED_ERROR: flushed (the VI broke)"},
+        {VIP_STATUS_TRANSPORT_ERROR, "TRANSPORT_ERROR"},
+        {VIP_STATUS_RDMA_PROT_ERROR, "RDMA_PROT_ERROR: the remote memory refuses RDMA"},
+        {VIP_STATUS_REMOTE_DESC_ERROR, "REMOTE_DESC_ERROR: the peer had no receive posted, or "
+                                       "it was in error"},
+        {VIP_STATUS_IMMEDIATE, "IMMEDIATE"},
+    };
+    size_t len = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < sizeof bits / sizeof bits[0]; i++)
+        if ((status & bits[i].bit) && len + 1 < cap)
+            len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? ", " : "", bits[i].name);
+    if (len >= cap)
+        out[cap - 1] = 0;
+}
+
+const char *vipl_control_op_name(VIP_UINT16 control)
+{
+    switch (control & VIP_CONTROL_OP_MASK) {
+    case VIP_CONTROL_OP_SENDRECV:
+        return "send/receive";
+    case VIP_CONTROL_OP_RDMAWRITE:
+        return "RDMA write";
+    case VIP_CONTROL_OP_RDMAREAD:
+        return "RDMA read";
+    default:
+        return "reserved operation";
+    }
 }

@@ -194,6 +194,16 @@ void vipl_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void vipl_default_error_handler(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e);
 VIP_RETURN vipl_fail(VIP_RETURN rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* vipl_env.c: the environment's settings understood (VIP_INVALID_PARAMETER
+ * naming the valid values if not); VIP_PROFILE and VIPD_NICS agree with
+ * the vipd that answered (its NIC's profile, its NIC count). */
+VIP_RETURN vipl_env_check(void);
+/* vipl_err.c: a descriptor's Status bits in words, its operation's name. */
+void vipl_status_bits(VIP_UINT32 status, char *out, size_t cap);
+const char *vipl_control_op_name(VIP_UINT16 control);
+VIP_RETURN vipl_env_agrees(const char *sock_path, unsigned nic, const char *profile,
+                           unsigned nnics);
+
 /* ---- vipl_handle.c: handles ------------------------------------------------------ */
 #define VIPL_HANDLE_IDX_BITS 16
 #define VIPL_HANDLE_SLOTS (1u << VIPL_HANDLE_IDX_BITS)

@@ -62,6 +62,19 @@ void vipl_default_error_handler(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e)
     }
     fprintf(stderr, "vipl: VI %u: %s; the VI is in the error state (VipDisconnect resets it)\n",
             vi ? vi->id : 0u, vip_error_code_str(e->ErrorCode));
+    const VIP_DESCRIPTOR *d = e->DescriptorPtr;
+    if (d) { /* which descriptor, and what the NIC found wrong with it */
+        char bits[512];
+        vipl_status_bits(d->CS.Status, bits, sizeof bits);
+        fprintf(stderr, "vipl:   descriptor %p: %s, %u segment%s, %u bytes; status 0x%x (%s)\n",
+                (const void *)d, vipl_control_op_name(d->CS.Control), (unsigned)d->CS.SegCount,
+                d->CS.SegCount == 1 ? "" : "s", (unsigned)d->CS.Length,
+                (unsigned)d->CS.Status, bits);
+        if (d->CS.SegCount && (d->CS.Control & VIP_CONTROL_OP_MASK) == VIP_CONTROL_OP_SENDRECV)
+            fprintf(stderr, "vipl:   segment 0: address %p, memory handle %u, %u bytes\n",
+                    (void *)d->DS[0].Local.Data.Address, (unsigned)d->DS[0].Local.Handle,
+                    (unsigned)d->DS[0].Local.Length);
+    }
 }
 
 /* The program's VIP_CLOCK, vipd's clock and the profile must agree: a
@@ -97,6 +110,9 @@ VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle)
     bool host_if;
     if (!NicHandle)
         return vipl_fail(VIP_INVALID_PARAMETER, "NicHandle is NULL");
+    VIP_RETURN env = vipl_env_check();
+    if (env != VIP_SUCCESS)
+        return env;
     if (parse_nic_name(DeviceName, &idx, &host_if) < 0)
         return vipl_fail(VIP_INVALID_PARAMETER,
                          "unknown device name '%s' (use via0, /dev/via0, /dev/via_lo or "
@@ -149,6 +165,9 @@ VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle)
     if (rc != VIP_SUCCESS)
         goto fail;
     if ((rc = clock_agrees(n, &r.prof)) != VIP_SUCCESS)
+        goto fail;
+    r.profile[sizeof r.profile - 1] = 0;
+    if ((rc = vipl_env_agrees(n->sock_path, idx, r.profile, r.nnics)) != VIP_SUCCESS)
         goto fail;
     const char *pm = getenv("VIP_PROGRESS");
     struct nic_params np = {.nic_index = (uint16_t)idx, .tpt = n->tpt_map, .ev = n->ev,
