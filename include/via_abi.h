@@ -38,7 +38,7 @@
  * virtual time (the NIC page's clock, a channel direction's vt_bound); 10:
  * the profile's host_cpu_scale; 11: vt_bound's futex word (vt_seq,
  * vt_sleepers). */
-#define VIA_ABI_VERSION 11u
+#define VIA_ABI_VERSION 12u
 #define VIA_PAGE_SIZE 4096u
 #define VIA_CACHELINE 64u
 
@@ -582,6 +582,9 @@ struct via_ctl_hello_r { /* fds: tpt, event page, status page */
      * this copy, never from the shared NIC page, which every process on
      * the NIC may write. */
     struct via_profile prof;
+    /* The hosts file vipd read (its real path, cut to fit), or "" for
+     * none: a program's VIPD_HOSTS must name the same (vipl_env.c). */
+    char hosts[256];
 };
 struct via_ctl_attach {
     uint32_t session_id;

@@ -236,6 +236,7 @@ struct kd_ptag {
 /* The whole daemon. */
 struct kd_state {
     unsigned nnics;
+    char hosts_path[256]; /* the hosts file's real path, "" if none (HELLO says it) */
     struct kd_nic nic[VIA_MAX_NICS];
     uint32_t host_id;
     char hostname[256];

@@ -788,6 +788,13 @@ int main(int argc, char **argv)
         kd_nic_fini();
         return 1;
     }
+    if (hosts) {
+        char real[PATH_MAX];
+        const char *path = realpath(hosts, real) ? real : hosts;
+        size_t l = strnlen(path, sizeof kd.hosts_path - 1); /* cut to fit HELLO */
+        memcpy(kd.hosts_path, path, l);
+        kd.hosts_path[l] = 0;
+    }
     /* A host of several proves itself with the cluster key: none, no start. */
     if (kd.listen_port) {
         char kpath[1024], why[400];

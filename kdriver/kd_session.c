@@ -207,6 +207,7 @@ static void op_hello(struct kd_client *c, uint64_t cookie, const void *body, str
     a->nnics = kd.nnics;
     snprintf(a->profile, sizeof a->profile, "%s", s->nic->prof.name);
     a->prof = s->nic->prof;
+    snprintf(a->hosts, sizeof a->hosts, "%s", kd.hosts_path);
     kd_add_fd(r, tfd, true);
     kd_add_fd(r, s->evfd, false);
     kd_add_fd(r, sfd, true);

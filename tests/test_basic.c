@@ -518,6 +518,10 @@ static void test_settings_refused(void)
     CU_ASSERT_EQUAL(VipOpenNic((VIP_CHAR *)dev, &nic), VIP_INVALID_PARAMETER);
     CU_ASSERT_PTR_NOT_NULL(strstr(vip_last_error(), "VIPD_NICS=63, but the vipd at"));
     unsetenv("VIPD_NICS");
+    setenv("VIPD_HOSTS", "/nonexistent/hosts-of-another-vipd", 1);
+    CU_ASSERT_EQUAL(VipOpenNic((VIP_CHAR *)dev, &nic), VIP_INVALID_PARAMETER);
+    CU_ASSERT_PTR_NOT_NULL(strstr(vip_last_error(), "VIPD_HOSTS=/nonexistent/"));
+    unsetenv("VIPD_HOSTS");
     static const char *const profiles[] = {"native", "SBUS", "pci"};
     int agreed = 0;
     for (int i = 0; i < 3; i++) {

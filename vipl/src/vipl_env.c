@@ -11,6 +11,7 @@
  * understand. `vipctl env` lists every variable with its meaning.
  */
 #include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,7 +99,7 @@ static size_t profile_name(const char *v, const char **start)
 }
 
 VIP_RETURN vipl_env_agrees(const char *sock_path, unsigned nic, const char *profile,
-                           unsigned nnics)
+                           unsigned nnics, const char *hosts)
 {
     const char *want = getenv("VIP_PROFILE");
     const char *way_out = "an idle autostarted vipd stays 60 s after its last program; stop "
@@ -119,5 +120,18 @@ VIP_RETURN vipl_env_agrees(const char *sock_path, unsigned nic, const char *prof
         return vipl_fail(VIP_INVALID_PARAMETER,
                          "VIPD_NICS=%s, but the vipd at %s has %u NIC%s (%s)", nics, sock_path,
                          nnics, nnics == 1 ? "" : "s", out);
+    const char *want_hosts = getenv("VIPD_HOSTS");
+    if (want_hosts && *want_hosts) {
+        char real[PATH_MAX];
+        const char *path = realpath(want_hosts, real) ? real : want_hosts;
+        char cut[256]; /* as vipd cuts its own to fit HELLO */
+        size_t l = strnlen(path, sizeof cut - 1);
+        memcpy(cut, path, l);
+        cut[l] = 0;
+        if (strcmp(cut, hosts))
+            return vipl_fail(VIP_INVALID_PARAMETER,
+                             "VIPD_HOSTS=%s, but the vipd at %s %s%s (%s)", want_hosts,
+                             sock_path, hosts[0] ? "reads " : "reads no hosts file", hosts, out);
+    }
     return VIP_SUCCESS;
 }

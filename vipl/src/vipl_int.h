@@ -202,7 +202,7 @@ VIP_RETURN vipl_env_check(void);
 void vipl_status_bits(VIP_UINT32 status, char *out, size_t cap);
 const char *vipl_control_op_name(VIP_UINT16 control);
 VIP_RETURN vipl_env_agrees(const char *sock_path, unsigned nic, const char *profile,
-                           unsigned nnics);
+                           unsigned nnics, const char *hosts);
 
 /* ---- vipl_handle.c: handles ------------------------------------------------------ */
 #define VIPL_HANDLE_IDX_BITS 16

@@ -167,7 +167,8 @@ VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle)
     if ((rc = clock_agrees(n, &r.prof)) != VIP_SUCCESS)
         goto fail;
     r.profile[sizeof r.profile - 1] = 0;
-    if ((rc = vipl_env_agrees(n->sock_path, idx, r.profile, r.nnics)) != VIP_SUCCESS)
+    r.hosts[sizeof r.hosts - 1] = 0;
+    if ((rc = vipl_env_agrees(n->sock_path, idx, r.profile, r.nnics, r.hosts)) != VIP_SUCCESS)
         goto fail;
     const char *pm = getenv("VIP_PROGRESS");
     struct nic_params np = {.nic_index = (uint16_t)idx, .tpt = n->tpt_map, .ev = n->ev,
