@@ -541,6 +541,41 @@ static void test_settings_refused(void)
     VipCloseNic(nic);
 }
 
+/* A receive posted before the VI connects, with a memory handle that does
+ * not cover its descriptor (garbage, or another ptag's region), fails at
+ * once with VIP_INVALID_PARAMETER and the reason; a right one is taken. */
+static void test_early_receive_checked(void)
+{
+    struct tl_nic t;
+    struct tl_buf b = {0};
+    VIP_VI_HANDLE vi = NULL;
+    VIP_PROTECTION_HANDLE other = 0;
+    VIP_MEM_HANDLE other_mh = 0;
+    static uint8_t other_buf[4096] __attribute__((aligned(64)));
+    TRC(tl_open(&t, tl_dev("via0")), VIP_SUCCESS);
+    TRC(tl_buf_alloc(&t, &b, 4096), VIP_SUCCESS);
+    VIP_VI_ATTRIBUTES a = {.ReliabilityLevel = VIP_SERVICE_RELIABLE_DELIVERY,
+                           .MaxTransferSize = 4096, .Ptag = t.ptag};
+    TRC(VipCreateVi(t.nic, &a, NULL, NULL, &vi), VIP_SUCCESS);
+    VIP_DESCRIPTOR *d = (VIP_DESCRIPTOR *)(void *)b.p;
+    tl_desc_1(d, b.p + 1024, 64, b.mh);
+    TRC_SOFT(VipPostRecv(vi, d, 0x12345678u), VIP_INVALID_PARAMETER);
+    CU_ASSERT_PTR_NOT_NULL(strstr(vip_last_error(), "does not cover the descriptor"));
+    TRC_SOFT(VipCreatePtag(t.nic, &other), VIP_SUCCESS);
+    VIP_MEM_ATTRIBUTES ma = {.Ptag = other};
+    TRC_SOFT(VipRegisterMem(t.nic, other_buf, sizeof other_buf, &ma, &other_mh), VIP_SUCCESS);
+    VIP_DESCRIPTOR *od = (VIP_DESCRIPTOR *)(void *)other_buf;
+    tl_desc_1(od, b.p + 1024, 64, b.mh);
+    TRC_SOFT(VipPostRecv(vi, od, other_mh), VIP_INVALID_PARAMETER); /* another ptag's */
+    TRC_SOFT(VipPostRecv(vi, d, b.mh), VIP_SUCCESS);
+    TRC_SOFT(VipDestroyVi(vi), VIP_SUCCESS);
+out:
+    VipDeregisterMem(t.nic, other_buf, other_mh);
+    VipDestroyPtag(t.nic, other);
+    tl_buf_free(&b);
+    tl_close(&t);
+}
+
 static void test_vipctl_nics(void)
 {
     char out[16384];
@@ -631,6 +666,7 @@ int main(int argc, char **argv)
         TL_TEST(test_vipctl_nics),
         TL_TEST(test_vipctl_env_lists_all),
         TL_TEST(test_settings_refused),
+        TL_TEST(test_early_receive_checked),
         TL_TEST(test_vipctl_mem),
         TL_TEST(test_autostart),
         TL_END,

@@ -31,6 +31,20 @@ static VIP_RETURN post_in(struct vip_vi *vi, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE m
         fw_unlock(&vi->lock);
         return vipl_fail(VIP_INVALID_STATE, "VI %u is not connected: cannot send", vi->id);
     }
+    /* A receive posted before the connection waits unread until a message
+     * comes, perhaps much later: its descriptor's memory handle is checked
+     * now, as the NIC will check it, so that a wrong one fails here. */
+    uint32_t bad = recv && (st == VIA_VI_IDLE || st == VIA_VI_PENDING)
+                       ? nic_tpt_check(vi->hw, mh, (uintptr_t)d, sizeof *d)
+                       : 0;
+    if (bad) {
+        fw_unlock(&vi->lock);
+        char bits[256];
+        vipl_status_bits(bad, bits, sizeof bits);
+        return vipl_fail(VIP_INVALID_PARAMETER,
+                         "VipPostRecv on VI %u: memory handle %u does not cover the descriptor "
+                         "at %p with the VI's ptag (%s)", vi->id, (unsigned)mh, (void *)d, bits);
+    }
     struct vip_queue *q = recv ? &vi->rq : &vi->sq;
     if (q->tail - q->head >= VIA_QUEUE_DEPTH) {
         fw_unlock(&vi->lock);
