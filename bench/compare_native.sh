@@ -174,6 +174,7 @@ wake_run() {
 
 # calc EXPR: awk arithmetic, printed with %.4g
 calc() { awk "BEGIN { printf \"%.6g\", $1 }"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b > 0) ? a / b : 0 }'; }
 
 say "compare_native: $RUNS runs of each measurement$([ "$QUICK" = 1 ] && echo ' (--quick)')"
 
@@ -185,8 +186,11 @@ lat_base=() lat_idle=() lat_active=() ev=() ev_sleep=()
 for n in via pipe udp big_via big_pipe; do
     eval "${n}_first=() ${n}_wake=() ${n}_cp=() ${n}_cpx=() ${n}_late=()"
 done
-VIP_PROFILE= vipd_start
-for r in $(seq "$RUNS"); do
+loads=()
+# native_round R: one run of every native measurement.
+native_round() {
+    local r=$1
+    loads+=("$(cut -d' ' -f1 /proc/loadavg)")
     # Each pair that forms a ratio runs back to back.
     say "  run $r/$RUNS: 4 B ping-pong: vip_send_lat, ucx_perftest -t tag_lat, fi_pingpong"
     ours "$BIN/vip_send_lat" -s 4 -n "$LAT_N" -w "$(ucx_warmup "$LAT_N")"
@@ -243,6 +247,49 @@ for r in $(seq "$RUNS"); do
     wake_run udp "$BIN/os_wake_lat" -t udp -s 16 "${WAKE_ARGS[@]}"
     wake_run big_via "$BIN/vip_wake_lat" -s 1M --test compute "${WAKE_ARGS[@]}"
     wake_run big_pipe "$BIN/os_wake_lat" -t pipe -s 1M --test compute "${WAKE_ARGS[@]}"
+}
+
+# spread NAME_A NAME_B -> "low high" of the per-run ratios A[i]/B[i]; from
+# five runs on, without the lowest and the highest (one run disturbed by a
+# neighbour is then an outlier, not a disagreement of the runs)
+spread() {
+    local -n a=$1 b=$2
+    local i
+    for i in "${!a[@]}"; do
+        [ -n "${b[$i]:-}" ] && ratio "${a[$i]}" "${b[$i]}" && echo
+    done | sort -g | awk '{ v[NR] = $1 } END {
+        lo = 1; hi = NR; if (NR >= 5) { lo = 2; hi = NR - 1 }
+        print v[lo] + 0, v[hi] + 0 }'
+}
+# unstable NAME_A NAME_B: the runs disagree (per-run ratios more than 1.5x
+# apart, outliers aside), as pyperf refuses to compare a benchmark whose
+# runs disagree.
+unstable() {
+    local -n ub=$2
+    [ "${#ub[@]}" -gt 1 ] || return 1
+    local lo hi
+    read -r lo hi <<<"$(spread "$1" "$2")"
+    awk -v lo="$lo" -v hi="$hi" 'BEGIN { exit !(lo <= 0 || hi > 1.5 * lo) }'
+}
+# The lines judged against a target; a round is added (at most EXTRA)
+# while one of them is unstable, and one still unstable is not judged.
+JUDGED=("lat_med ucx_p50" "pp fi_pp" "bw ucx_bw" "mr ucx_mr" "wbw bwm" "lat_idle lat_base"
+        "via_wake pipe_wake")
+EXTRA=2
+VIP_PROFILE= vipd_start
+for r in $(seq "$RUNS"); do
+    native_round "$r"
+done
+for extra in $(seq "$EXTRA"); do
+    again=""
+    for pair in "${JUDGED[@]}"; do
+        # shellcheck disable=SC2086
+        unstable $pair && again="$again ${pair%% *}/${pair##* }"
+    done
+    [ -n "$again" ] || break
+    say "  unstable:$again: one more run"
+    RUNS=$((RUNS + 1))
+    native_round "$RUNS"
 done
 vipd_stop
 
@@ -272,7 +319,6 @@ verdict() {
         else ok = (op == "<=") ? (v <= l) : (v >= l)
         print (ok ? "PASS" : "MISS") }'
 }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", (b > 0) ? a / b : 0 }'; }
 
 # Ratios are taken per run and the median of those reported: on a VM every
 # program's latency shifts between levels from minute to minute, and pairing
@@ -309,6 +355,10 @@ line() {
         local op=${target% *} lim=${target#* }
         res=$(verdict "$r" "$op" "$lim")
         if [ "$kind" = pct ]; then tshown="$op $(pct "$lim")"; else tshown="$op ${lim}x"; fi
+        if unstable "$a" "$b"; then
+            res=UNSTABLE
+            UNSTABLE_NOTES+=("$label: per-run ratios $(spread "$a" "$b" | tr ' ' '-'), loads ${loads[*]}")
+        fi
     fi
     row "$label" "$(num "$(median "${av[@]}")" "$d")" "$(num "$(median "${bv[@]}")" "$d")" \
         "$stat" "$shown" "$tshown" "$res"
@@ -334,14 +384,19 @@ mmsg() {
     mbs pp pp_g; mbs fi_pp fi_pp_g; mmsg mr mr_m; mmsg ucx_mr ucx_mr_m
 }
 
+UNSTABLE_NOTES=()
 rule='----------------------------------------------------------------------------------------------------------------------'
 echo "# compare_native: the emulated VIA NIC, native profile, vs UCX (ucx_perftest) and libfabric shm"
 echo "# (fi_pingpong -p shm -e rdm); paced profile $PACED vs its timing model; wake-up vs a pipe and UDP"
 echo "# host $(hostname), $(nproc) CPUs, $(date -u '+%Y-%m-%d %H:%M UTC'); load average $(cut -d' ' -f1-3 /proc/loadavg);" \
-    "each figure the median of $RUNS runs"
+    "each figure the median of $RUNS run$([ "$RUNS" = 1 ] || echo s)"
 echo "# UCX transports: ${UCX_TLS:-chosen by UCX (UCX_TLS unset)}; put_bw: UCT posix, bcopy"
-echo "# ratio: median over the runs of ours/reference (both measured back to back in each run);"
-echo "#   for rates, ours/reference >= target; for times, ours/reference <= target"
+echo "# ratio: the median over the runs of ours/reference, each run's two measured back to back: not"
+echo "#   the quotient of the two medians beside it (a shift of the machine between runs moves both"
+echo "#   sides of a run, not their ratio); for rates ours/reference >= target, for times <= target."
+echo "# A judged line whose per-run ratios lie more than 1.5x apart (from 5 runs on: the highest and"
+echo "#   lowest left out) is UNSTABLE: more runs are added (up to $EXTRA), and one still unstable is"
+echo "#   not judged (the ratios and loads are listed below)."
 echo "$rule"
 row "measurement" "ours" "reference" "statistic (ours / reference)" "ratio" "target" "result"
 echo "$rule"
@@ -378,6 +433,9 @@ m_first=$(median "${via_first[@]}")
 row "16 B first message [us], bound" "$(num "$m_first" 1)" "-" "median over runs (1 each)" "-" \
     "<= 1000us" "$(verdict "$m_first" "<=" 1000)"
 echo "$rule"
+for note in "${UNSTABLE_NOTES[@]}"; do
+    echo "# UNSTABLE, not judged: $note"
+done
 echo "# 4 B one-way: ping-pong, RTT/2 (vip_send_lat, $LAT_N iterations; tag_lat, fi_pingpong the same count)."
 echo "# 64 KiB: vip_send_lat -s 64K and fi_pingpong -S 65536, $PP_N iterations; 65536 B / mean one-way time."
 echo "# streaming: vip_send_bw -b 1 (one buffer per side, as tag_bw), vip_send_bw and vip_write_bw (a buffer per descriptor) ($BW_N x 1 MiB, $WINDOW in flight) and tag_bw -O $WINDOW / put_bw ($BW_N);"

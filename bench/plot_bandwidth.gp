@@ -19,7 +19,7 @@
 if (!exists("data")) data = 'bench/results/native_bandwidth.csv'
 if (!exists("out")) out = 'bench/results/native_bandwidth.png'
 
-set terminal pngcairo size 960,600 font ",11"
+set terminal pngcairo size 1280,640 font ",11"
 set output out
 set datafile separator ','
 set datafile commentschars '#'
@@ -31,7 +31,8 @@ set logscale x 2
 set logscale y 10
 set format x "2^{%L}"
 set grid xtics ytics mytics
-set key bottom right box opaque
+# the legend beside the plot, never over a curve
+set key outside right top vertical Left reverse box
 
 s_stream = 'data using "bytes":"MB_per_s" with linespoints lw 2 pt 7 title "emulated VIA NIC, streaming (vip\\_send\\_bw)"'
 s_pp = 'lat using "bytes":(column("bytes") / column("median_us")) with linespoints lw 1 pt 6 title "emulated VIA NIC, ping-pong (size / median one-way latency)"'

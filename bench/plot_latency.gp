@@ -17,7 +17,7 @@
 if (!exists("data")) data = 'bench/results/native_latency.csv'
 if (!exists("out")) out = 'bench/results/native_latency.png'
 
-set terminal pngcairo size 960,600 font ",11"
+set terminal pngcairo size 1280,640 font ",11"
 set output out
 set datafile separator ','
 set datafile commentschars '#'
@@ -29,17 +29,18 @@ set logscale x 2
 set logscale y 10
 set format x "2^{%L}"
 set grid xtics ytics mytics
-set key top left box opaque
+# the legend beside the plot, never over a curve
+set key outside right top vertical Left reverse box
 
-s_med = 'data using "bytes":"median_us" with linespoints lw 2 pt 7 title "send/receive, median"'
-s_p99 = 'data using "bytes":"p99_us" with lines dt 2 lw 1 title "send/receive, 99th percentile"'
-s_min = 'data using "bytes":"min_us" with lines dt 3 lw 1 title "send/receive, minimum"'
+s_med = 'data using "bytes":"median_us" with linespoints lw 2 pt 7 lc 1 title "send/receive, median"'
+s_p99 = 'data using "bytes":"p99_us" with lines dt 2 lw 2 lc 1 title "send/receive, 99th percentile"'
+s_min = 'data using "bytes":"min_us" with lines dt (2,4) lw 2 lc rgb "#404040" title "send/receive, minimum"'
 s_w = 'wlat using "bytes":"median_us" with linespoints lw 2 pt 11 title "RDMA write (target polls memory), median"'
 s_r = 'rlat using "bytes":"median_us" with linespoints lw 2 pt 13 title "RDMA read (post to completion), median"'
 s_ref = 'ref using "bytes":"usec_per_xfer" with linespoints lw 2 pt 5 title "libfabric shm (fi\\_pingpong), mean"'
 
-s_ucx = 'ucx using "bytes":"lat_p50_us" with linespoints lw 2 pt 9 title "UCX (ucx\\_perftest -t tag\\_lat), 50th percentile"'
-s_ucxm = 'ucx using "bytes":"lat_avg_us" with lines dt 4 lw 1 title "UCX tag\\_lat, mean"'
+s_ucx = 'ucx using "bytes":"lat_p50_us" with linespoints lw 2 pt 9 lc 7 title "UCX (ucx\\_perftest -t tag\\_lat), 50th percentile"'
+s_ucxm = 'ucx using "bytes":"lat_avg_us" with lines dt 4 lw 2 lc 7 title "UCX tag\\_lat, mean"'
 
 cmd = 'plot ' . s_med . ', ' . s_p99 . ', ' . s_min
 if (exists("wlat")) cmd = cmd . ', ' . s_w
