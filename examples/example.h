@@ -29,6 +29,23 @@
         }                                                                                 \
     } while (0)
 
+/* A send/receive descriptor for len bytes at buf, in memory registered
+ * under mh: the control segment (operation, one segment, total length)
+ * and one data segment. The NIC writes Status (and, for a receive, the
+ * length that came) when it is done with it. */
+static inline VIP_DESCRIPTOR *ex_describe(VIP_DESCRIPTOR *d, void *buf, VIP_UINT32 len,
+                                          VIP_MEM_HANDLE mh)
+{
+    memset(d, 0, sizeof *d);
+    d->CS.Control = VIP_CONTROL_OP_SENDRECV;
+    d->CS.SegCount = 1;
+    d->CS.Length = len;
+    d->DS[0].Local.Data.Address = buf;
+    d->DS[0].Local.Handle = mh; /* the handle of the memory the buffer is in */
+    d->DS[0].Local.Length = len;
+    return d;
+}
+
 /* A VIA address is the NIC's host address followed by a discriminator:
  * bytes both sides agree on, as a port number is for TCP. The caller
  * allocates room for both. */

@@ -55,18 +55,11 @@ static void open_side(struct side *s)
     CHECK(VipCreateVi(s->nic, &va, NULL, NULL, &s->vi)); /* no CQs: we wait per queue */
 }
 
-/* Fill a descriptor for MSG_BYTES at buf: one data segment. The NIC
- * writes Status (and Length, for a receive) when it is done with it. */
+/* A descriptor for MSG_BYTES at buf (ex_describe in example.h fills its
+ * fields: operation, one segment, lengths, the memory handle). */
 static VIP_DESCRIPTOR *describe(VIP_DESCRIPTOR *d, char *buf, VIP_MEM_HANDLE mh)
 {
-    memset(d, 0, sizeof *d);
-    d->CS.Control = VIP_CONTROL_OP_SENDRECV;
-    d->CS.SegCount = 1;
-    d->CS.Length = MSG_BYTES;
-    d->DS[0].Local.Data.Address = buf;
-    d->DS[0].Local.Handle = mh; /* the handle of the memory the buffer is in */
-    d->DS[0].Local.Length = MSG_BYTES;
-    return d;
+    return ex_describe(d, buf, MSG_BYTES, mh);
 }
 
 static void post_recv(struct side *s)

@@ -81,14 +81,10 @@ static void close_side(struct side *s)
 static void post_recv(struct side *s, int with_buffer)
 {
     VIP_DESCRIPTOR *d = &s->ctl->recv;
-    memset(d, 0, sizeof *d);
-    if (with_buffer) {
-        d->CS.SegCount = 1;
-        d->CS.Length = sizeof s->ctl->offer;
-        d->DS[0].Local.Data.Address = &s->ctl->offer;
-        d->DS[0].Local.Handle = s->ctl_mh;
-        d->DS[0].Local.Length = sizeof s->ctl->offer;
-    }
+    if (with_buffer)
+        ex_describe(d, &s->ctl->offer, sizeof s->ctl->offer, s->ctl_mh);
+    else
+        memset(d, 0, sizeof *d); /* no segment at all */
     CHECK(VipPostRecv(s->vi, d, s->ctl_mh));
 }
 
@@ -97,13 +93,8 @@ static uint8_t pattern(int round, size_t i) { return (uint8_t)(i * 7 + (size_t)r
 /* The small message (the offer; later the go-ahead), by an ordinary send. */
 static void send_offer(struct side *s)
 {
-    VIP_DESCRIPTOR *d = &s->ctl->send;
-    memset(d, 0, sizeof *d);
-    d->CS.SegCount = 1;
-    d->CS.Length = sizeof s->ctl->offer;
-    d->DS[0].Local.Data.Address = &s->ctl->offer;
-    d->DS[0].Local.Handle = s->ctl_mh;
-    d->DS[0].Local.Length = sizeof s->ctl->offer;
+    VIP_DESCRIPTOR *d = ex_describe(&s->ctl->send, &s->ctl->offer, sizeof s->ctl->offer,
+                                    s->ctl_mh);
     CHECK(VipPostSend(s->vi, d, s->ctl_mh));
     CHECK(VipSendWait(s->vi, VIP_INFINITE, &d));
 }

@@ -70,24 +70,12 @@ static void close_side(struct side *s)
     free(s->b);
 }
 
-static VIP_DESCRIPTOR *describe(VIP_DESCRIPTOR *d, void *buf, uint32_t len, VIP_MEM_HANDLE mh)
-{
-    memset(d, 0, sizeof *d);
-    d->CS.Control = VIP_CONTROL_OP_SENDRECV;
-    d->CS.SegCount = 1;
-    d->CS.Length = len;
-    d->DS[0].Local.Data.Address = buf;
-    d->DS[0].Local.Handle = mh;
-    d->DS[0].Local.Length = len;
-    return d;
-}
-
 static int server(void)
 {
     struct side s;
     open_side(&s, 0);
     for (int i = 0; i < WINDOW; i++) /* the window, before the sender may start */
-        CHECK(VipPostRecv(s.vi, describe(&s.b->d[i], s.b->buf[i], MSG_BYTES, s.mh), s.mh));
+        CHECK(VipPostRecv(s.vi, ex_describe(&s.b->d[i], s.b->buf[i], MSG_BYTES, s.mh), s.mh));
     ex_accept(s.nic, &s.attr, s.vi, DISC);
     int reposted = 0;
     for (uint32_t seq = 0; seq < MESSAGES; seq++) {
@@ -105,10 +93,10 @@ static int server(void)
                     (unsigned)d->CS.Status, (unsigned)d->CS.Length, got);
             return 1;
         }
-        CHECK(VipPostRecv(s.vi, describe(d, data, MSG_BYTES, s.mh), s.mh)); /* same buffer */
+        CHECK(VipPostRecv(s.vi, ex_describe(d, data, MSG_BYTES, s.mh), s.mh)); /* same buffer */
         if (++reposted == WINDOW / 2 && seq + 1 < MESSAGES) { /* give the credits back */
             s.b->credit_buf[0] = (uint32_t)reposted;
-            CHECK(VipPostSend(s.vi, describe(&s.b->credit_d[0], &s.b->credit_buf[0], 4, s.mh),
+            CHECK(VipPostSend(s.vi, ex_describe(&s.b->credit_d[0], &s.b->credit_buf[0], 4, s.mh),
                               s.mh));
             CHECK(VipSendWait(s.vi, VIP_INFINITE, &d)); /* no CQ for our sends: wait here */
             reposted = 0;
@@ -123,7 +111,7 @@ static int client(const char *host)
     struct side s;
     open_side(&s, 1);
     for (int i = 0; i < 4; i++) /* credit messages land here */
-        CHECK(VipPostRecv(s.vi, describe(&s.b->credit_d[i], &s.b->credit_buf[i], 4, s.mh),
+        CHECK(VipPostRecv(s.vi, ex_describe(&s.b->credit_d[i], &s.b->credit_buf[i], 4, s.mh),
                           s.mh));
     ex_connect(s.nic, &s.attr, s.vi, host, DISC);
     int credits = WINDOW, free_slot[WINDOW], nfree = WINDOW;
@@ -138,7 +126,7 @@ static int client(const char *host)
             int k = free_slot[--nfree];
             memcpy(s.b->buf[k], &sent, sizeof sent);
             s.b->buf[k][MSG_BYTES - 1] = (uint8_t)sent;
-            CHECK(VipPostSend(s.vi, describe(&s.b->d[k], s.b->buf[k], MSG_BYTES, s.mh), s.mh));
+            CHECK(VipPostSend(s.vi, ex_describe(&s.b->d[k], s.b->buf[k], MSG_BYTES, s.mh), s.mh));
             credits--;
             sent++;
         }
@@ -149,7 +137,7 @@ static int client(const char *host)
         if (is_recv) { /* credits came back */
             CHECK(VipRecvDone(vi, &d));
             credits += (int)*(uint32_t *)d->DS[0].Local.Data.Address;
-            CHECK(VipPostRecv(s.vi, describe(d, d->DS[0].Local.Data.Address, 4, s.mh), s.mh));
+            CHECK(VipPostRecv(s.vi, ex_describe(d, d->DS[0].Local.Data.Address, 4, s.mh), s.mh));
         } else { /* a send finished: its buffer is free */
             CHECK(VipSendDone(vi, &d));
             if (d->CS.Status & VIP_STATUS_ERROR_MASK) {

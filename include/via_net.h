@@ -3,7 +3,7 @@
  * the messages between vipds, and the counters of a session's network
  * links. Included by via_abi.h; sizes pinned with static_assert.
  *
- * Frame (spec-notes/wire.md): a 32-byte via_net_hdr, then for DATA a link
+ * Frame (spec-notes/wire.md): a 40-byte via_net_hdr, then for DATA a link
  * packet exactly as the shared-memory ring carries it (via_wire_hdr +
  * payload, unpadded). Every integer is little-endian (the hosts this runs
  * on); crc is CRC-32C over the whole frame with crc taken as 0.

@@ -9,7 +9,6 @@
  * memory and again through the NIC (AM2_SHM=0). Each job runs in a
  * private TMPDIR that must be empty afterwards (amrun's directory gone).
  */
-#include <libgen.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -105,7 +104,8 @@ static void test_amudp_ssh_spawn(void)
     setenv("AMUDP_SPAWNFN", "S", 1);
     char *by_env[] = {prog, "3", "10", NULL};
     int rc_env = run(by_env, out, sizeof out, 60000);
-    bool ok_env = tr_lines(out, "amudp_check: 3 ranks, 10 iterations: ok") == 1 && all_left(out, 3, 0);
+    bool ok_env =
+        tr_lines(out, "amudp_check: 3 ranks, 10 iterations: ok") == 1 && all_left(out, 3, 0);
     unsetenv("AMUDP_SPAWNFN");
     char *by_letter[] = {prog, "2", "s", "10", NULL};
     int rc_letter = run(by_letter, out, sizeof out, 60000);
@@ -147,12 +147,8 @@ out:;
 
 int main(int argc, char **argv)
 {
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0)
+    if (tl_bindir(bindir, sizeof bindir))
         return 2;
-    self[n] = 0;
-    snprintf(bindir, sizeof bindir, "%s", dirname(self));
     snprintf(prog, sizeof prog, "%s/amudp/amudp_check", bindir);
     snprintf(amrun, sizeof amrun, "%s/../stage/bin/amrun", bindir);
     unsetenv("AMUDP_SPAWNFN");

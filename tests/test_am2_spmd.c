@@ -9,7 +9,6 @@
  */
 #include <dirent.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -370,12 +369,8 @@ int main(int argc, char **argv)
 {
     if (argc == 4 && !strcmp(argv[1], "--hostile-ssh"))
         return hostile_ssh(argv[3]);
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0)
+    if (tl_bindir(bindir, sizeof bindir))
         return 2;
-    self[n] = 0;
-    snprintf(bindir, sizeof bindir, "%s", dirname(self));
     static const struct tl_test tests[] = {TL_TEST(test_spmd_ok), TL_TEST(test_spmd_fail),
                                            TL_TEST(test_spmd_timeout),
                                            TL_TEST(test_spmd_exit_zero_ends_job),

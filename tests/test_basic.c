@@ -2,7 +2,6 @@
  * test_basic.c - NIC, ptags, memory registration, VIs and CQs, one process
  * (needs vipd; run_tests.sh provides it).
  */
-#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -466,12 +465,10 @@ out:
  * code without a line there fails this. */
 static void test_vipctl_env_lists_all(void)
 {
-    char self[PATH_MAX], root[PATH_MAX + 8], cmd[PATH_MAX * 2 + 300];
+    char dir[PATH_MAX], root[PATH_MAX + 8], cmd[PATH_MAX * 2 + 300];
     static char out[65536];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    TCHK(n > 0);
-    self[n] = 0;
-    snprintf(root, sizeof root, "%s/../..", dirname(self)); /* B/tests -> the tree */
+    TCHK(tl_bindir(dir, sizeof dir) == 0);
+    snprintf(root, sizeof root, "%s/../..", dir); /* B/tests -> the tree */
     snprintf(cmd, sizeof cmd,
              "cd '%s' && grep -rhoE '[A-Za-z_]*env[A-Za-z_]*\\(\"[A-Z][A-Z0-9_]*\"' "
              "vipl kdriver lanai-fw extensions am2 include --include=*.c --include=*.h | "

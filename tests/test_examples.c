@@ -6,7 +6,6 @@
  * amrun, through shared memory and (make test's AM2_SHM=0 pass) through
  * the NIC. Each must end with status 0 and print its result line.
  */
-#include <libgen.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -92,12 +91,9 @@ out:;
 
 int main(int argc, char **argv)
 {
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0)
+    char dir[PATH_MAX];
+    if (tl_bindir(dir, sizeof dir))
         return 2;
-    self[n] = 0;
-    char *dir = dirname(self);
     snprintf(exdir, sizeof exdir, "%s/../examples", dir);
     snprintf(amrun, sizeof amrun, "%s/../bin/amrun", dir);
     static const struct tl_test tests[] = {TL_TEST(test_pingpong),

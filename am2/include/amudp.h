@@ -48,7 +48,12 @@ extern "C" {
 
 /* ---- statistics ---------------------------------------------------------------- */
 
-typedef enum { amudp_Short = 0, amudp_Medium = 1, amudp_Long = 2, amudp_NumCategories = 3 } amudp_category_t;
+typedef enum {
+    amudp_Short = 0,
+    amudp_Medium = 1,
+    amudp_Long = 2,
+    amudp_NumCategories = 3
+} amudp_category_t;
 typedef uint64_t amudp_cputick_t;
 
 /* AMUDP's record, field for field. Data bytes are arguments (4 bytes

@@ -142,7 +142,8 @@ const char *AMUDP_DumpStatistics(void *fp, amudp_stats_t *stats, int globalAnaly
         say(&t, "Request latency (ticks): min %llu max %llu mean %.1f\n",
             (unsigned long long)s->RequestMinLatency, (unsigned long long)s->RequestMaxLatency,
             (double)s->RequestSumLatency / (double)req);
-    say(&t, "Data bytes sent: %llu; total bytes sent (with headers): %llu", (unsigned long long)data,
+    say(&t, "Data bytes sent: %llu; total bytes sent (with headers): %llu",
+        (unsigned long long)data,
         (unsigned long long)s->TotalBytesSent);
     if (req + rep)
         say(&t, " (%.1f bytes a message, of which %.1f data)",

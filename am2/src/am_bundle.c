@@ -329,7 +329,7 @@ int AM_WaitSema(eb_t eb)
         }
         if (rc != VIP_TIMEOUT)
             return am_fail(AM_ERR_RESOURCE, "VipCQWait failed with code %d", (int)rc);
-        if (am_now_ms() - last_accept >= 50) { /* a call to vipd: not every ms */
+        if (am_now_ms() - last_accept >= 50) { /* the listener's queue: not every ms */
             last_accept = am_now_ms();
             for (struct am2_ep *ep = eb->eps; ep; ep = ep->next)
                 am_accept_pending(ep);

@@ -315,7 +315,7 @@ bool am_cq_stale(struct am_peer *p)
 int am_poll_bundle(struct am2_bundle *eb, int budget)
 {
     int n = 0;
-    /* Accepting asks vipd (a system call): every few milliseconds, and the
+    /* Accepting takes what the listener thread queued (a lock): every few ms; the
      * clock is read only every 64th poll (it costs as much as a poll). */
     static uint64_t last_accept, last_alive;
     static unsigned turn;

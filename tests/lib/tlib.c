@@ -657,6 +657,20 @@ static void vipctl_path(char *out, size_t cap)
     snprintf(out, cap, "vipctl");
 }
 
+int tl_bindir(char *out, size_t cap)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return -1;
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    if (!slash)
+        return -1;
+    *slash = 0;
+    return snprintf(out, cap, "%s", self) < (int)cap ? 0 : -1;
+}
+
 int tl_vipctl(const char *args, char *out, size_t cap)
 {
     char exe[PATH_MAX], cmd[PATH_MAX * 2 + 256];

@@ -218,6 +218,8 @@ uint64_t tl_now_ms(void);
 /* Run `vipctl -s $VIPD_SOCKET args` and capture stdout+stderr into out
  * (NUL-terminated). Returns its exit status, or -1. */
 int tl_vipctl(const char *args, char *out, size_t cap);
+/* The directory this test program is in (B/tests): 0, or -1. */
+int tl_bindir(char *out, size_t cap);
 
 /* Where the profiles are read from: $VIP_PROFILE_DIR, else the tree's. */
 const char *tl_profile_dir(void);
