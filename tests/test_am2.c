@@ -147,6 +147,36 @@ out:
         ;
 }
 
+/* AM2_* settings it would not understand make AM_Init fail with the
+ * reason, before it opens anything; valid ones are taken. */
+static void test_settings_refused(void)
+{
+    char shm[16] = "";
+    const char *was = getenv("AM2_SHM"); /* the run's choice, put back after */
+    if (was)
+        snprintf(shm, sizeof shm, "%s", was);
+    set_nic();
+    setenv("AM2_SHM", "yes", 1);
+    TAM(AM_Init(), AM_ERR_BAD_ARG);
+    TCHK(strstr(AMX_LastError(), "AM2_SHM=yes") != NULL);
+    unsetenv("AM2_SHM");
+    setenv("AM2_CONNECT_MS", "soon", 1);
+    TAM(AM_Init(), AM_ERR_BAD_ARG);
+    TCHK(strstr(AMX_LastError(), "AM2_CONNECT_MS=soon") != NULL);
+    setenv("AM2_CONNECT_MS", "2500", 1);
+    setenv("AM2_SHM", "0", 1);
+    TAM(AM_Init(), AM_OK);
+    TAM(AM_Terminate(), AM_OK);
+out:
+    unsetenv("AM2_CONNECT_MS");
+    if (was)
+        setenv("AM2_SHM", shm, 1);
+    else
+        unsetenv("AM2_SHM");
+    while (AM_Terminate() == AM_OK)
+        ;
+}
+
 static void test_bundle_endpoint(void)
 {
     eb_t eb = NULL, eb2 = NULL;
@@ -482,7 +512,7 @@ out:
 int main(int argc, char **argv)
 {
     static const struct tl_test tests[] = {
-        TL_TEST(test_not_init),      TL_TEST(test_bundle_endpoint),
+        TL_TEST(test_not_init),      TL_TEST(test_settings_refused), TL_TEST(test_bundle_endpoint),
         TL_TEST(test_translation_table), TL_TEST(test_local_short),
         TL_TEST(test_local_medium_long), TL_TEST(test_local_returns),
         TL_TEST(test_local_waitsema), TL_END,

@@ -95,6 +95,32 @@ static void vi_error(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e)
         fprintf(stderr, "am2: VIPL error %d on VI %p\n", (int)e->ErrorCode, e->ViHandle);
 }
 
+/* The AM2_* settings this library reads, checked before anything is
+ * opened: a value it would not understand is refused (said on stderr and
+ * in AMX_LastError), never read as the default in silence. */
+static int env_check(void)
+{
+    static const char *const flags[] = {"AM2_SHM", "AM2_DIRECT"};
+    static const char *const ms[] = {"AM2_CONNECT_MS", "AM2_CONGESTION_MS",
+                                     "AM2_SPMD_TIMEOUT_MS"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        const char *v = getenv(flags[i]);
+        if (v && *v && strcmp(v, "0") && strcmp(v, "1")) {
+            fprintf(stderr, "am2: %s=%s: it is 0 or 1\n", flags[i], v);
+            return am_fail(AM_ERR_BAD_ARG, "%s=%s: it is 0 or 1", flags[i], v);
+        }
+    }
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+        const char *v = getenv(ms[i]);
+        char *end;
+        if (v && *v && (strtoul(v, &end, 10) > 3600000ul || *end || *v == '-')) {
+            fprintf(stderr, "am2: %s=%s: milliseconds, 0 to 3600000\n", ms[i], v);
+            return am_fail(AM_ERR_BAD_ARG, "%s=%s: milliseconds, 0 to 3600000", ms[i], v);
+        }
+    }
+    return AM_OK;
+}
+
 int AM_Init(void)
 {
     AM_API_LOCK();
@@ -102,6 +128,9 @@ int AM_Init(void)
         am_g.init++;
         return AM_OK;
     }
+    int bad = env_check();
+    if (bad != AM_OK)
+        return bad;
     const char *dev = getenv("AM2_NIC");
     if (!dev || !*dev)
         dev = "via0";
