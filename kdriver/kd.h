@@ -218,10 +218,14 @@ struct kd_hostlink {
     uint8_t in[2 * KD_HOST_MSG_MAX];
     uint8_t out[8 * KD_HOST_MSG_MAX]; /* messages waiting for AUTHED */
 };
+#define KD_HOST_IFS 16u /* ethN of a host the hosts file may give addresses of */
 struct kd_host {
     char name[64];
     uint32_t ip;   /* network byte order */
     uint16_t port;
+    /* ethN=ADDR words of its line: interface N's IPv4 address (network
+     * order; 0: none), so that a name of that address means its NIC N */
+    uint32_t if_ip[KD_HOST_IFS];
     uint32_t host_id;
     enum kd_host_state state;
     struct kd_hostlink link[2]; /* [0] we connected, [1] it connected */

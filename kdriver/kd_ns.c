@@ -8,6 +8,9 @@
  *   DEV          that NIC of this host;
  *   a name of the hosts file (vipd --hosts FILE, else $VIPD_HOSTS): its
  *                addresses in the order of the file (NameIndex 0, 1, ...);
+ *   an address a host line of the hosts file gives one of that host's
+ *                interfaces (NAME ADDR:PORT ethN=IPv4 ...), numeric or by
+ *                /etc/hosts: that host's NIC N, this host's too;
  *   this host    localhost, 127.0.0.1, gethostname() (short or FQDN): the
  *                asking session's own NIC; an address of this machine, or
  *                a name /etc/hosts gives one: the NIC /dev/via_ethN opens
@@ -280,7 +283,36 @@ static bool address_ok(const char *name, const char *w, uint8_t out[VIA_NIC_ADDR
     return true;
 }
 
-/* One line's words: "name address [address ...]"; false with why set. */
+/* "ethN=IPv4" after a host's ADDR:PORT on its line: the address of that
+ * host's interface N. true when w is such a word (why set if it is bad). */
+static bool interface_word(const char *name, const char *w, bool *bad, char *why, size_t cap)
+{
+    unsigned n;
+    char ip[INET_ADDRSTRLEN + 1];
+    struct in_addr a;
+    if (strncmp(w, "eth", 3) != 0 || !strchr(w, '='))
+        return false;
+    *bad = true;
+    struct kd_host *h = NULL;
+    for (unsigned i = 0; i < kd.nnethosts && !h; i++)
+        if (strcasecmp(kd.nethost[i].name, name) == 0)
+            h = &kd.nethost[i];
+    if (sscanf(w, "eth%u=%16s", &n, ip) != 2 || inet_pton(AF_INET, ip, &a) != 1 ||
+        n >= KD_HOST_IFS) {
+        snprintf(why, cap, "'%s' is not ethN=IPv4-ADDRESS (N below %u)", w, KD_HOST_IFS);
+        return true;
+    }
+    if (!h) {
+        snprintf(why, cap, "'%s': an interface of a host, after its ADDR:PORT on the line", w);
+        return true;
+    }
+    h->if_ip[n] = a.s_addr;
+    *bad = false;
+    return true;
+}
+
+/* One line's words: "name address [address ...]", and for a host
+ * "name ADDR:PORT [ethN=IPv4 ...]"; false with why set. */
 static bool parse_line(char *line, char *why, size_t cap)
 {
     char *save = NULL, *name = strtok_r(line, " \t\r", &save);
@@ -290,6 +322,12 @@ static bool parse_line(char *line, char *why, size_t cap)
         return false;
     unsigned naddr = 0;
     for (char *w = strtok_r(NULL, " \t\r", &save); w; w = strtok_r(NULL, " \t\r", &save)) {
+        bool bad = false;
+        if (interface_word(name, w, &bad, why, cap)) {
+            if (bad)
+                return false;
+            continue;
+        }
         struct kd_ns_entry e = {0};
         if (!address_ok(name, w, e.addr, why, cap))
             return false;
@@ -370,6 +408,57 @@ void kd_ns_free(void)
 /* ---- NS_LOOKUP / NS_REVERSE ------------------------------------------------------- */
 
 /* The index-th address of name; false with r failed. */
+/* The IPv4 addresses name stands for: itself if numeric, else the lines of
+ * /etc/hosts that list it. */
+static unsigned ipv4_of(const char *name, uint32_t *out, unsigned max)
+{
+    struct in_addr a;
+    if (inet_pton(AF_INET, name, &a) == 1) {
+        out[0] = a.s_addr;
+        return 1;
+    }
+    unsigned n = 0;
+    FILE *f = fopen("/etc/hosts", "r");
+    char line[NS_LINE_MAX];
+    while (f && n < max && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "#\n")] = 0;
+        char *save = NULL, *ip = strtok_r(line, " \t", &save);
+        bool named = false;
+        for (char *w = ip ? strtok_r(NULL, " \t", &save) : NULL; w;
+             w = strtok_r(NULL, " \t", &save))
+            named |= strcasecmp(w, name) == 0;
+        if (named && inet_pton(AF_INET, ip, &a) == 1)
+            out[n++] = a.s_addr;
+    }
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* A name whose address the hosts file gives to interface ethN of one of
+ * its hosts: that host's NIC N (ours, if it is this host's line). */
+static bool declared_interface(const char *name, uint8_t out[VIA_NIC_ADDR_LEN])
+{
+    uint32_t ip[8];
+    unsigned n = kd.nnethosts ? ipv4_of(name, ip, 8) : 0;
+    for (unsigned k = 0; k < n; k++)
+        for (unsigned i = 0; i < kd.nnethosts; i++)
+            for (unsigned eth = 0; eth < KD_HOST_IFS; eth++) {
+                const struct kd_host *h = &kd.nethost[i];
+                if (h->if_ip[eth] != ip[k])
+                    continue;
+                if (h->host_id == kd.host_id) {
+                    if (eth >= kd.nnics)
+                        continue; /* declared, but this vipd has no such NIC */
+                    kd_nic_addr(eth, out);
+                } else {
+                    host_addr(h->host_id, eth, out);
+                }
+                return true;
+            }
+    return false;
+}
+
 static bool resolve(const char *name, uint32_t index, unsigned own, uint8_t out[VIA_NIC_ADDR_LEN],
                     struct kd_reply *r)
 {
@@ -413,6 +502,12 @@ static bool resolve(const char *name, uint32_t index, unsigned own, uint8_t out[
         if (found) {
             kd_fail(r, VIP_ERROR_NAMESERVICE, "'%s' has %u address%s (NameIndex 0..%u)", name,
                     found, found == 1 ? "" : "es", found - 1);
+            return false;
+        }
+        if (declared_interface(name, out)) {
+            if (index == 0)
+                return true;
+            kd_fail(r, VIP_ERROR_NAMESERVICE, "'%s' has one address (NameIndex 0)", name);
             return false;
         }
         char ifname[IF_NAMESIZE];

@@ -131,7 +131,11 @@ static void test_names_across_hosts(void)
 {
     struct thosts h;
     struct tl_nic t = {0};
+    thosts_host_words(0, "eth1=10.77.0.2");
+    thosts_host_words(1, "eth0=10.77.1.1 eth1=10.77.1.2");
     if (thosts_start(&h, 2, NULL) != 0) {
+        thosts_host_words(0, NULL);
+        thosts_host_words(1, NULL);
         CU_FAIL("could not start two vipds");
         return;
     }
@@ -163,10 +167,22 @@ static void test_names_across_hosts(void)
         TRC(VipNSGetHostByAddr(t.nic, b, name, &nlen), VIP_SUCCESS);
         TCHK(strcmp((char *)name, "host1") == 0);
         TRC(VipNSGetHostByName(t.nic, (VIP_CHAR *)"host7", b, 0), VIP_ERROR_NAMESERVICE);
+        /* Addresses the hosts file gives the hosts' interfaces (host1:
+         * eth0, eth1; this host: eth1) name those NICs, as /dev/via_ethN
+         * opens NIC N: the peer's second interface is its via1. */
+        TRC(VipNSGetHostByName(t.nic, (VIP_CHAR *)"10.77.1.2", b, 0), VIP_SUCCESS);
+        TCHK(memcmp(tl_host_bytes(b), bh, 4) == 0 && tl_host_bytes(b)[5] == 1);
+        TRC(VipNSGetHostByName(t.nic, (VIP_CHAR *)"10.77.1.1", b, 0), VIP_SUCCESS);
+        TCHK(memcmp(tl_host_bytes(b), bh, 6) == 0);
+        TRC(VipNSGetHostByName(t.nic, (VIP_CHAR *)"10.77.0.2", b, 0), VIP_SUCCESS);
+        TCHK(memcmp(tl_host_bytes(b), ownh, 4) == 0 && tl_host_bytes(b)[5] == 1);
+        TRC(VipNSGetHostByName(t.nic, (VIP_CHAR *)"10.77.9.9", b, 0), VIP_ERROR_NAMESERVICE);
     }
 out:
     tl_close(&t);
     thosts_stop(&h);
+    thosts_host_words(0, NULL);
+    thosts_host_words(1, NULL);
 }
 
 static void test_refusals_across_hosts(void)

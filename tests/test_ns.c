@@ -414,6 +414,9 @@ static void test_hosts_file_bad_lines(void)
         {"x zz:02:03:04:05:06\n", 1, "not a NIC address"},
         {"x via0\ny via1 via1\n", 2, "already has"},
         {"-x via0\n", 1, "must start"},
+        {"x via0 eth1=10.1.2.3\n", 1, "after its ADDR:PORT"},
+        {"h 127.0.0.1:7 eth1=10.1.2\n", 1, "not ethN=IPv4"},
+        {"h 127.0.0.1:7 eth99=10.1.2.3\n", 1, "not ethN=IPv4"},
     };
     for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct pvipd v;

@@ -37,6 +37,14 @@ int thosts_keygen(const char *path)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+static const char *host_words[THOSTS_MAX];
+
+void thosts_host_words(unsigned i, const char *words)
+{
+    if (i < THOSTS_MAX)
+        host_words[i] = words;
+}
+
 static int start_once(struct thosts *h, unsigned n, const char *const *extra)
 {
     memset(h, 0, sizeof *h);
@@ -51,7 +59,7 @@ static int start_once(struct thosts *h, unsigned n, const char *const *extra)
         goto fail;
     for (unsigned i = 0; i < n; i++) {
         h->port[i] = free_port();
-        fprintf(f, "host%u 127.0.0.1:%u\n", i, h->port[i]);
+        fprintf(f, "host%u 127.0.0.1:%u %s\n", i, h->port[i], host_words[i] ? host_words[i] : "");
     }
     fclose(f);
     /* The cluster key the vipds prove themselves with, made as a user

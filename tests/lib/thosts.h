@@ -34,6 +34,9 @@ void thosts_stop(struct thosts *h);
 void thosts_quick_failures(void);
 /* In a child: talk to host i's vipd from now on. */
 void thosts_use(const struct thosts *h, unsigned i);
+/* More words for host i's line of the hosts file the next thosts_start
+ * writes (e.g. "eth1=10.77.1.2"); NULL: none. Kept until changed. */
+void thosts_host_words(unsigned i, const char *words);
 /* A new cluster key at path (vipctl keygen, found by $TL_VIPCTL): 0 or -1. */
 int thosts_keygen(const char *path);
 
