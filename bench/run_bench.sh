@@ -25,8 +25,11 @@
 #                       wake-up and delivery vs a pipe and UDP)
 #   6. plots (if gnuplot is installed)               -> results/native_latency.png,
 #                                                       results/native_bandwidth.png
-#   6. AM-II: run_am2.sh (am2_ping, am2_bulk under amrun; native, sbus, pci;
-#      NIC and shared memory)                       -> results/am2_*
+#   7. AM-II: run_am2.sh (am2_ping, am2_bulk under amrun; native, sbus, pci;
+#      NIC and shared memory; the round trip's spread beside VIPL)
+#                                                    -> results/am2_*
+#   8. memory registration: run_reg.sh (register per message against
+#      pre-registered, a pair's cost beside getppid) -> results/reg_summary.txt
 # and prints the comparison table at the end. Every data file starts with
 # '#' lines stating what was measured and in which units. The results
 # directory is bench/results unless RESULTS is set.
@@ -67,7 +70,7 @@ trap 'bench_cleanup; rm -rf "$WORK"' EXIT
 trap 'exit 130' INT TERM
 
 START=$(date +%s)
-step() { say "[$1/6] $2   ($(($(date +%s) - START)) s)"; }
+step() { say "[$1/8] $2   ($(($(date +%s) - START)) s)"; }
 
 step 0 "paced profiles sbus and pci: run_paced.sh"
 PARGS=()
@@ -175,11 +178,19 @@ else
     say "      gnuplot not found (Debian: gnuplot-nox): no plots"
 fi
 
-step 6 "AM-II: run_am2.sh"
+step 7 "AM-II: run_am2.sh"
 AARGS=()
 [ "$QUICK" = 1 ] && AARGS=(--quick)
 if ! B="$B" RESULTS="$RES" "$HERE/run_am2.sh" "${AARGS[@]}" >"$WORK/am2.out"; then
     say "error: run_am2.sh failed"
+    exit 1
+fi
+
+step 8 "memory registration: run_reg.sh"
+RARGS=()
+[ "$QUICK" = 1 ] && RARGS=(--quick)
+if ! B="$B" "$HERE/run_reg.sh" "${RARGS[@]}" >"$RES/reg_summary.txt"; then
+    say "error: run_reg.sh failed"
     exit 1
 fi
 
@@ -196,6 +207,9 @@ cat "$RES/model_validate.txt"
 echo
 echo "=============== AM-II over the NIC and shared memory (one-way = round trip / 2) ==============="
 cat "$RES/am2_summary.txt"
+echo
+echo "=============== memory registration: per message against pre-registered (run_reg.sh) ==============="
+cat "$RES/reg_summary.txt"
 echo
 echo "=============== native profile: this machine, vs libfabric shm and UCX ==============="
 if [ -f "$RES/native_compare.txt" ]; then

@@ -1,5 +1,5 @@
 #!/bin/bash
-# run_reg.sh - memory registration at memory speed (make bench-reg; a step
+# run_reg.sh - memory registration at memory speed (make bench-reg; step 8
 # of make bench). One native vipd; the library's registration cache
 # (vipl/src/vipl_rcache.c) against VIP_RCACHE=0, where every
 # VipRegisterMem and VipDeregisterMem is a round trip to vipd:
