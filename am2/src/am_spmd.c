@@ -321,9 +321,20 @@ bad:
     return r;
 }
 
+/* When a barrier or all-gather stops waiting for the other ranks: never,
+ * unless AM2_SPMD_TIMEOUT_MS says. A rank that is only slow (a long phase
+ * of the program, a loaded machine, virtual time) is waited for, as
+ * AMUDP's barrier does; one that dies ends the job through its launcher.
+ * (Start-up, which waits for ranks that may never start, keeps its 30 s.) */
+static uint64_t wait_end(void)
+{
+    const char *e = getenv("AM2_SPMD_TIMEOUT_MS");
+    return e && *e ? am_now_ms() + (uint64_t)env_int("AM2_SPMD_TIMEOUT_MS", 30000) : UINT64_MAX;
+}
+
 static int poll_until(const int *v, int want)
 {
-    uint64_t end = am_now_ms() + (uint64_t)env_int("AM2_SPMD_TIMEOUT_MS", 30000);
+    uint64_t end = wait_end();
     /* The clock now and then only: a rank waiting here is often the one
      * serving the others' requests, and a clock read costs a poll. */
     for (unsigned turn = 1; *v != want; turn++) {
@@ -372,7 +383,7 @@ int am2_spmd_allgather(const void *src, void *dst, size_t len)
             size_t n = len - off < AM_MaxMedium() ? len - off : AM_MaxMedium();
             r = AM_RequestI1(sp.ctl, i, H_GATHER, (uint8_t *)src + off, n, (int32_t)off);
         }
-    uint64_t end = am_now_ms() + (uint64_t)env_int("AM2_SPMD_TIMEOUT_MS", 30000);
+    uint64_t end = wait_end();
     while (r == AM_OK && sp.got < len * (size_t)sp.nranks) {
         r = AM_Poll(sp.eb);
         if (am_now_ms() > end)

@@ -31,18 +31,24 @@ static bool quiet(void)
     return q && *q && *q != '0';
 }
 
-/* True the first time fmt (a failure's kind) is seen in this process. */
-static bool first_time(const char *fmt)
+/* True the first time a failure of this kind is seen in this process:
+ * its message, numbers aside (a VI id, a request number), so that vipd's
+ * reasons, which all come through one format, count each as its own. */
+static bool first_time(const char *msg)
 {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    static const char *seen[128];
+    static uint64_t seen[128];
     static unsigned nseen;
+    uint64_t key = 1469598103934665603ull; /* FNV-1a of the digit-free text */
+    for (const char *c = msg; *c; c++)
+        if (*c < '0' || *c > '9')
+            key = (key ^ (uint8_t)*c) * 1099511628211ull;
     bool first = true;
     pthread_mutex_lock(&lock);
     for (unsigned i = 0; i < nseen && first; i++)
-        first = seen[i] != fmt;
+        first = seen[i] != key;
     if (first && nseen < sizeof seen / sizeof seen[0])
-        seen[nseen++] = fmt;
+        seen[nseen++] = key;
     pthread_mutex_unlock(&lock);
     return first;
 }
@@ -50,9 +56,12 @@ static bool first_time(const char *fmt)
 static void set_error(VIP_RETURN rc, const char *fmt, va_list ap)
 {
     vsnprintf(last_error, sizeof last_error, fmt, ap);
-    /* (VIP_SUCCESS: vipl_set_error, a reason whose code the caller returns) */
-    bool answer = rc == VIP_NOT_DONE || rc == VIP_TIMEOUT || rc == VIP_NO_MATCH;
-    if (debug_on() || (!answer && !quiet() && first_time(fmt)))
+    /* (VIP_SUCCESS: vipl_set_error, a reason whose code the caller returns)
+     * An accept or reject of a request whose asker gave up meanwhile is a
+     * race that programs which retry their connects meet and handle. */
+    bool answer = rc == VIP_NOT_DONE || rc == VIP_TIMEOUT || rc == VIP_NO_MATCH ||
+                  strstr(last_error, "awaits this NIC handle's answer");
+    if (debug_on() || (!answer && !quiet() && first_time(last_error)))
         fprintf(stderr, "vipl: %s%s%s%s\n", rc == VIP_SUCCESS ? "" : vip_strerror(rc),
                 rc == VIP_SUCCESS ? "" : ": ", last_error,
                 debug_on() ? "" : " (said once; VIP_DEBUG=1: every failure, VIP_QUIET=1: none)");
