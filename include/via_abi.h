@@ -38,7 +38,7 @@
  * virtual time (the NIC page's clock, a channel direction's vt_bound); 10:
  * the profile's host_cpu_scale; 11: vt_bound's futex word (vt_seq,
  * vt_sleepers). */
-#define VIA_ABI_VERSION 12u
+#define VIA_ABI_VERSION 13u
 #define VIA_PAGE_SIZE 4096u
 #define VIA_CACHELINE 64u
 
@@ -110,7 +110,7 @@ static_assert(sizeof(struct via_db_queue) == 128 + 16 * VIA_DB_SLOTS, "db queue"
 /* Per-VI counters, written by the NIC, read by vipctl. */
 struct via_vi_counters {
     _Atomic uint64_t tx_msgs, tx_bytes, rx_msgs, rx_bytes;
-    _Atomic uint64_t rx_dropped;  /* arrived with no receive posted */
+    _Atomic uint64_t rx_dropped;  /* refused on arrival (via_vi_page.rx_refused says why) */
     _Atomic uint64_t desc_errors; /* descriptors completed in error (not only flushed) */
     _Atomic uint64_t sq_posted, sq_done, rq_posted, rq_done;
     _Atomic uint64_t tx_descless, tx_merged; /* sends that took an extension path */
@@ -133,6 +133,31 @@ static_assert(sizeof(struct via_vi_counters) == 128, "vi counters");
 #define VIA_DESCLESS_MAX (VIA_DESCLESS_SLOT / VIA_DESCLESS_NSLOTS)
 
 /* The doorbell page: one per VI, 4 KiB, mapped only by its owner and vipd. */
+/* Why the receiving NIC refused a packet, check by check (fw_rx.c), as
+ * rxe names its responder's checks: each refusal counts in rx_dropped and
+ * in the VI's rx_refused[reason], and is traced (VIA_ST_R_REFUSED). The
+ * names are via_rx_check_name (kdriver/vipctl.c prints them). */
+enum via_rx_check {
+    VIA_RXC_OK = 0,
+    VIA_RXC_CONN,        /* another connection's packet (conn id) */
+    VIA_RXC_DST_VI,      /* addressed to another VI */
+    VIA_RXC_ANSWER,      /* an ACK/NAK of nothing we sent, or answered already */
+    VIA_RXC_LENGTH,      /* lengths that do not add up, or over the maximum */
+    VIA_RXC_READ_RESP,   /* a read response of no read in flight, or out of order */
+    VIA_RXC_READ_REQ,    /* a read request that is malformed or not allowed here */
+    VIA_RXC_FIRST,       /* a first fragment mid-message, or a middle one with none begun */
+    VIA_RXC_KIND,        /* a fragment of another kind of message than the one in progress */
+    VIA_RXC_SEQ,         /* a message out of sequence */
+    VIA_RXC_NO_RECV,     /* no receive descriptor posted */
+    VIA_RXC_RECV_ERROR,  /* the receive descriptor is malformed or too short */
+    VIA_RXC_RDMAW_PROT,  /* an RDMA write's target refused (handle, ptag, enable, bounds) */
+    VIA_RXC_RDMAR_PROT,  /* an RDMA read's source refused */
+    VIA_RXC_PULL_FAULT,  /* the one-copy pull could not read the sender's memory */
+    VIA_RXC_LOSSY_GONE,  /* lossy VI: a message abandoned for a later one */
+    VIA_RXC_LOSSY_STRAY, /* lossy VI: a packet of no message in progress */
+    VIA_RXC_N
+};
+
 struct via_vi_page {
     struct via_db_queue sq;
     struct via_db_queue rq;
@@ -141,8 +166,9 @@ struct via_vi_page {
     uint32_t vi_id;
     _Atomic uint32_t descless_busy[VIA_DESCLESS_NSLOTS]; /* host sets, NIC clears */
     uint32_t descless_imm[VIA_DESCLESS_NSLOTS]; /* a slot's immediate data (VIA_DB_IMM) */
+    _Atomic uint32_t rx_refused[VIA_RXC_N];     /* packets refused, by reason (NIC writes) */
     uint8_t pad[VIA_PAGE_SIZE - 2 * sizeof(struct via_db_queue) - 128 - 8 -
-                8 * VIA_DESCLESS_NSLOTS - VIA_DESCLESS_SLOT];
+                8 * VIA_DESCLESS_NSLOTS - 4 * VIA_RXC_N - VIA_DESCLESS_SLOT];
     uint8_t descless[VIA_DESCLESS_SLOT];
 };
 static_assert(sizeof(struct via_vi_page) == VIA_PAGE_SIZE, "doorbell page is one page");
@@ -204,6 +230,7 @@ enum via_stage {
     VIA_ST_T5_TRANSMIT, VIA_ST_T6_UPDT,
     VIA_ST_R1_RING, VIA_ST_R2_BELL, VIA_ST_R3_RECEIVE, VIA_ST_R4_XDES,
     VIA_ST_R5_XDATA, VIA_ST_R6_UPDT,
+    VIA_ST_R_REFUSED, /* not a stage: a packet refused; its length field is the reason */
     VIA_ST_NSTAGES
 };
 
@@ -701,6 +728,7 @@ struct via_nic_info {
     uint8_t nic_addr[VIA_NIC_ADDR_LEN];
     uint16_t pad;
     uint64_t tx_msgs, tx_bytes, rx_msgs, rx_bytes, rx_dropped, desc_errors;
+    uint64_t rx_refused[VIA_RXC_N]; /* rx_dropped by reason (enum via_rx_check) */
 };
 struct via_vi_info {
     uint32_t nic, vi_id, owner_pid, state;

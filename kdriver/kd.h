@@ -106,6 +106,7 @@ struct kd_nic {
     /* Counters of destroyed VIs, so NIC totals survive their programs. */
     uint64_t gone_tx_msgs, gone_tx_bytes, gone_rx_msgs, gone_rx_bytes, gone_rx_dropped,
         gone_desc_errors;
+    uint64_t gone_rx_refused[VIA_RXC_N];
 };
 
 struct kd_session {

@@ -45,6 +45,7 @@ void kd_op_list_nics(struct kd_client *c, uint64_t cookie, const void *body,
         o->rx_bytes = nic->gone_rx_bytes;
         o->rx_dropped = nic->gone_rx_dropped;
         o->desc_errors = nic->gone_desc_errors;
+        memcpy(o->rx_refused, nic->gone_rx_refused, sizeof o->rx_refused);
         for (struct kd_session *s = kd.sessions; s; s = s->next)
             if (s->nic == nic && kd_user_sees(c, s->uid)) {
                 o->sessions++;
@@ -63,6 +64,9 @@ void kd_op_list_nics(struct kd_client *c, uint64_t cookie, const void *body,
             o->rx_bytes += ld(&k->rx_bytes);
             o->rx_dropped += ld(&k->rx_dropped);
             o->desc_errors += ld(&k->desc_errors);
+            for (unsigned r = 0; r < VIA_RXC_N; r++)
+                o->rx_refused[r] +=
+                    atomic_load_explicit(&vi->page->rx_refused[r], memory_order_relaxed);
         }
     }
 }

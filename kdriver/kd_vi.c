@@ -178,6 +178,9 @@ static void vi_free(struct kd_vi *vi, bool died)
     nic->gone_rx_bytes += atomic_load_explicit(&k->rx_bytes, memory_order_relaxed);
     nic->gone_rx_dropped += atomic_load_explicit(&k->rx_dropped, memory_order_relaxed);
     nic->gone_desc_errors += atomic_load_explicit(&k->desc_errors, memory_order_relaxed);
+    for (unsigned r = 0; r < VIA_RXC_N; r++)
+        nic->gone_rx_refused[r] +=
+            atomic_load_explicit(&vi->page->rx_refused[r], memory_order_relaxed);
     vi->nic->vi[vi->id] = NULL;
     vi->nic->nvis--;
     vi->sess->nvis--;

@@ -43,7 +43,28 @@ static const char *const stage_name[VIA_ST_NSTAGES] = {
     [VIA_ST_T6_UPDT] = "T6_UPDT",     [VIA_ST_R1_RING] = "R1_RING",
     [VIA_ST_R2_BELL] = "R2_BELL",     [VIA_ST_R3_RECEIVE] = "R3_RECEIVE",
     [VIA_ST_R4_XDES] = "R4_XDES",     [VIA_ST_R5_XDATA] = "R5_XDATA",
-    [VIA_ST_R6_UPDT] = "R6_UPDT",
+    [VIA_ST_R6_UPDT] = "R6_UPDT",     [VIA_ST_R_REFUSED] = "R_REFUSED",
+};
+
+/* The receive checks' names (enum via_rx_check, include/via_abi.h). */
+static const char *const rx_check_name[VIA_RXC_N] = {
+    [VIA_RXC_OK] = "ok",
+    [VIA_RXC_CONN] = "conn",
+    [VIA_RXC_DST_VI] = "dst_vi",
+    [VIA_RXC_ANSWER] = "answer",
+    [VIA_RXC_LENGTH] = "length",
+    [VIA_RXC_READ_RESP] = "read_resp",
+    [VIA_RXC_READ_REQ] = "read_req",
+    [VIA_RXC_FIRST] = "first",
+    [VIA_RXC_KIND] = "kind",
+    [VIA_RXC_SEQ] = "seq",
+    [VIA_RXC_NO_RECV] = "no_recv",
+    [VIA_RXC_RECV_ERROR] = "recv_error",
+    [VIA_RXC_RDMAW_PROT] = "rdma_write_prot",
+    [VIA_RXC_RDMAR_PROT] = "rdma_read_prot",
+    [VIA_RXC_PULL_FAULT] = "pull_fault",
+    [VIA_RXC_LOSSY_GONE] = "lossy_gone",
+    [VIA_RXC_LOSSY_STRAY] = "lossy_stray",
 };
 
 static const char *vi_state(uint32_t s)
@@ -259,6 +280,20 @@ static int cmd_counters(void)
                (unsigned long long)o->rx_msgs, (unsigned long long)o->rx_bytes,
                (unsigned long long)o->rx_dropped, (unsigned long long)o->desc_errors);
     }
+    /* why packets were refused: each receive check that failed, by name */
+    for (size_t i = 0; i < n; i++) {
+        bool any = false;
+        for (unsigned r = 1; r < VIA_RXC_N; r++)
+            if (a[i].rx_refused[r]) {
+                if (!any)
+                    printf("refused on %s:", a[i].name);
+                printf("%s %llu %s", any ? "," : "", (unsigned long long)a[i].rx_refused[r],
+                       rx_check_name[r]);
+                any = true;
+            }
+        if (any)
+            printf("\n");
+    }
     free(a);
     return 0;
 }
@@ -420,9 +455,12 @@ static int cmd_trace(const char *arg)
     printf("%12s %5s %-12s %8s %8s %10s\n", "T_US", "VI", "STAGE", "MSG_SEQ", "LEN", "DUR_US");
     for (size_t i = 0; i < n; i++) {
         double us = (double)(a[i].t_ns - a[0].t_ns) / 1000.0;
-        printf("%12.3f %5u %-12s %8u %8u %10.3f\n", us, a[i].vi_id,
+        printf("%12.3f %5u %-12s %8u %8u %10.3f", us, a[i].vi_id,
                a[i].stage < VIA_ST_NSTAGES ? stage_name[a[i].stage] : "?", a[i].msg_seq,
                a[i].len, a[i].dur_ns / 1000.0);
+        if (a[i].stage == VIA_ST_R_REFUSED && a[i].len < VIA_RXC_N)
+            printf("  refused: %s", rx_check_name[a[i].len]); /* LEN is the check */
+        printf("\n");
     }
     if (n == 0)
         printf("(no trace records: 'vipctl trace on', then run a program)\n");

@@ -112,6 +112,7 @@ static uint64_t rresp_arrive(struct fw_vi *vi, uint32_t len)
 }
 
 static void rx_refuse(struct fw_vi *vi, uint32_t seq, uint32_t reason);
+static void rx_refused(struct fw_vi *vi, enum via_rx_check why, uint32_t seq);
 
 /* The responder's half of an RDMA read: the checked source range goes
  * back as READ_RESP fragments, as many as the link takes this turn. */
@@ -129,7 +130,7 @@ static void rx_respond(struct fw_vi *vi)
         if (frag && fw_tpt_check_rdma(vi, vi->rresp.rkey, vi->rresp.raddr + vi->rresp.off, frag,
                                       VIA_TPT_RDMA_READ)) {
             vi->rresp.active = false;
-            fw_count(&vi->db->cnt.rx_dropped, 1);
+            rx_refused(vi, VIA_RXC_RDMAR_PROT, vi->rresp.seq);
             rx_refuse(vi, vi->rresp.seq, VIA_NAK_PROTECTION);
             fw_vi_error(vi, VIP_ERROR_RDMAR_PROT, 0);
             return;
@@ -176,7 +177,7 @@ static const struct via_db_token *rx_next_desc(struct fw_vi *vi, uint32_t seq)
         fw_bell_take(&vi->db->rq, &vi->rq, NULL);
     if (vi->rq.head != vi->rq.tail)
         return &vi->rq.tok[vi->rq.head % VIA_QUEUE_DEPTH];
-    fw_count(&vi->db->cnt.rx_dropped, 1);
+    rx_refused(vi, VIA_RXC_NO_RECV, seq);
     rx_refuse(vi, seq, VIA_NAK_NO_RECV);
     fw_vi_error(vi, VIP_ERROR_RECVQ_EMPTY, 0);
     return NULL;
@@ -200,7 +201,7 @@ static enum fw_rx_state rx_first(struct fw_vi *vi, const struct via_wire_hdr *h)
     if (err) {
         fw_updt(vi, &vi->rxd, true, err, 0);
         vi->rq.head++;
-        fw_count(&vi->db->cnt.rx_dropped, 1);
+        rx_refused(vi, VIA_RXC_RECV_ERROR, h->msg_seq);
         rx_refuse(vi, h->msg_seq, VIA_NAK_RECV_ERROR);
         fw_vi_error(vi, VIP_ERROR_POST_DESC, vi->rxd.va);
         return FW_RX_DISCARD;
@@ -240,38 +241,61 @@ static bool rx_lossy(const struct fw_vi *vi);
 
 /* Header checks that need the VI's view: right connection, lengths, and
  * for messages the order of fragments and sequence numbers. */
-static bool rx_header_ok(const struct fw_vi *vi, const struct via_wire_hdr *h)
+/* The receive checks of a packet's header, in order, each with its name
+ * (enum via_rx_check): VIA_RXC_OK, or the first that fails. */
+static enum via_rx_check rx_check_header(const struct fw_vi *vi, const struct via_wire_hdr *h)
 {
-    if (h->conn_id != vi->chan->conn_id || h->dst_vi != vi->vi_id)
-        return false;
+    if (h->conn_id != vi->chan->conn_id)
+        return VIA_RXC_CONN;
+    if (h->dst_vi != vi->vi_id)
+        return VIA_RXC_DST_VI;
     if (h->type == VIA_PKT_ACK || h->type == VIA_PKT_NAK)
         /* Only a message we sent can be answered, and each once. */
         return h->frag_len == 0 && (int32_t)(h->ack_seq - vi->acked) > 0 &&
-               (int32_t)(h->ack_seq - vi->tx_seq) <= 0;
+                       (int32_t)(h->ack_seq - vi->tx_seq) <= 0
+                   ? VIA_RXC_OK
+                   : VIA_RXC_ANSWER;
     if (h->msg_len > VIA_MAX_TRANSFER || h->frag_len > h->msg_len ||
         h->frag_off > h->msg_len - h->frag_len)
-        return false;
+        return VIA_RXC_LENGTH;
     if (h->type == VIA_PKT_RDMA_READ_RESP)
         /* Only the read we have in flight, in order, and no more of it. */
         return vi->tx == FW_TX_UPDT && vi->txd.op == VIP_CONTROL_OP_RDMAREAD &&
-               h->msg_seq == vi->tx_seq && (int32_t)(vi->acked - vi->tx_seq) < 0 &&
-               h->msg_len == vi->txd.total && h->frag_off == vi->rd_got &&
-               ((h->flags & VIA_PKT_FIRST) != 0) == (h->frag_off == 0) &&
-               ((h->flags & VIA_PKT_LAST) != 0) == (h->frag_off + h->frag_len == h->msg_len);
+                       h->msg_seq == vi->tx_seq && (int32_t)(vi->acked - vi->tx_seq) < 0 &&
+                       h->msg_len == vi->txd.total && h->frag_off == vi->rd_got &&
+                       ((h->flags & VIA_PKT_FIRST) != 0) == (h->frag_off == 0) &&
+                       ((h->flags & VIA_PKT_LAST) != 0) ==
+                           (h->frag_off + h->frag_len == h->msg_len)
+                   ? VIA_RXC_OK
+                   : VIA_RXC_READ_RESP;
     if (h->type == VIA_PKT_RDMA_READ_REQ &&
         (h->flags != (VIA_PKT_FIRST | VIA_PKT_LAST) || h->frag_len || vi->rresp.active ||
          vi->reliability == VIP_SERVICE_UNRELIABLE))
-        return false; /* one header, one read at a time, from a VI that may read */
+        return VIA_RXC_READ_REQ; /* one header, one read at a time, from a VI that may read */
     bool first = h->flags & VIA_PKT_FIRST;
     if (first != (vi->rx == FW_RX_IDLE))
-        return false;
+        return VIA_RXC_FIRST;
     if (!first && h->type != vi->rx_op)
-        return false; /* a fragment of another kind of message than the one in progress */
+        return VIA_RXC_KIND; /* a fragment of another kind of message than the one in progress */
     if (first && rx_lossy(vi))
-        return (int32_t)(h->msg_seq - vi->rx_seq) > 0; /* messages may be missing */
+        /* messages may be missing */
+        return (int32_t)(h->msg_seq - vi->rx_seq) > 0 ? VIA_RXC_OK : VIA_RXC_SEQ;
     if (first ? h->msg_seq != vi->rx_seq + 1 : h->msg_seq != vi->rx_seq)
-        return false;
-    return true;
+        return VIA_RXC_SEQ;
+    return VIA_RXC_OK;
+}
+
+/* A packet refused by the check `why`: counted (rx_dropped, and the VI's
+ * rx_refused[why], which vipctl counters shows by name) and traced
+ * (VIA_ST_R_REFUSED, the reason in its length field). One writer: the VI's
+ * receive side runs under its lock. */
+static void rx_refused(struct fw_vi *vi, enum via_rx_check why, uint32_t seq)
+{
+    fw_count(&vi->db->cnt.rx_dropped, 1);
+    _Atomic uint32_t *c = &vi->db->rx_refused[why];
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    FW_TRACE(vi->nic, VIA_ST_R_REFUSED, vi->vi_id, seq, why);
 }
 
 /* An unreliable VI on a link that loses (a network link): its messages
@@ -290,10 +314,10 @@ static bool rx_lossy_fit(struct fw_vi *vi, const struct via_wire_hdr *h)
     if ((h->flags & VIA_PKT_FIRST) && vi->rx != FW_RX_IDLE &&
         (int32_t)(h->msg_seq - vi->rx_seq) > 0 && h->type != VIA_PKT_RDMA_READ_RESP) {
         vi->rx = FW_RX_IDLE;
-        fw_count(&vi->db->cnt.rx_dropped, 1);
-        return rx_header_ok(vi, h);
+        rx_refused(vi, VIA_RXC_LOSSY_GONE, vi->rx_seq);
+        return rx_check_header(vi, h) == VIA_RXC_OK;
     }
-    fw_count(&vi->db->cnt.rx_dropped, 1);
+    rx_refused(vi, VIA_RXC_LOSSY_STRAY, h->msg_seq);
     return false;
 }
 
@@ -389,7 +413,7 @@ static void op_send_rts(struct fw_vi *vi, const struct via_wire_hdr *h, const ui
     if (err) {
         /* What the sender named cannot be read (or the sender is gone):
          * the peer hears why, then the link breaks as for a bad packet. */
-        fw_count(&vi->db->cnt.rx_dropped, 1);
+        rx_refused(vi, VIA_RXC_PULL_FAULT, h->msg_seq);
         rx_refuse(vi, h->msg_seq, VIA_NAK_PULL_FAULT);
         rx_transport_error(vi, "the sender's memory cannot be pulled", NULL);
         return;
@@ -419,7 +443,7 @@ static bool rx_write_target_ok(struct fw_vi *vi, const struct via_wire_hdr *h, u
         /* Reliable levels: the initiator's descriptor fails with the
          * protection error and both VIs break. Unreliable: the write is
          * dropped, as a message would be. */
-        fw_count(&vi->db->cnt.rx_dropped, 1);
+        rx_refused(vi, VIA_RXC_RDMAW_PROT, h->msg_seq);
         if (vi->reliability != VIP_SERVICE_UNRELIABLE) {
             rx_refuse(vi, h->msg_seq, VIA_NAK_PROTECTION);
             fw_vi_error(vi, VIP_ERROR_RDMAW_PROT, 0);
@@ -514,7 +538,7 @@ static void op_write_rts(struct fw_vi *vi, const struct via_wire_hdr *h, const u
         return;
     }
     if (err) {
-        fw_count(&vi->db->cnt.rx_dropped, 1);
+        rx_refused(vi, VIA_RXC_PULL_FAULT, h->msg_seq);
         rx_refuse(vi, h->msg_seq, VIA_NAK_PULL_FAULT);
         rx_transport_error(vi, "the writer's memory cannot be pulled", NULL);
         return;
@@ -536,7 +560,7 @@ static void op_rdma_read_req(struct fw_vi *vi, const struct via_wire_hdr *h,
                         ? fw_tpt_check_rdma(vi, h->rkey, h->raddr, h->msg_len, VIA_TPT_RDMA_READ)
                         : VIP_STATUS_PROTECTION_ERROR;
     if (prot) {
-        fw_count(&vi->db->cnt.rx_dropped, 1);
+        rx_refused(vi, VIA_RXC_RDMAR_PROT, h->msg_seq);
         rx_refuse(vi, h->msg_seq, VIA_NAK_PROTECTION);
         fw_vi_error(vi, VIP_ERROR_RDMAR_PROT, 0);
         return;
@@ -614,8 +638,10 @@ static void rx_packets(struct fw_vi *vi)
                                                      : "a packet of no known type", NULL);
             break;
         }
-        if (!rx_header_ok(vi, &h)) {
-            if (!rx_lossy(vi) || h.conn_id != vi->chan->conn_id || h.dst_vi != vi->vi_id) {
+        enum via_rx_check why = rx_check_header(vi, &h);
+        if (why != VIA_RXC_OK) {
+            if (!rx_lossy(vi) || why == VIA_RXC_CONN || why == VIA_RXC_DST_VI) {
+                rx_refused(vi, why, h.msg_seq);
                 rx_transport_error(vi, "a packet whose header fails the receive checks", &h);
                 break;
             }

@@ -16,7 +16,7 @@ const char *const via_stage_name[VIA_ST_NSTAGES] = {
     [VIA_ST_T6_UPDT] = "T6_Updt",     [VIA_ST_R1_RING] = "R1_Ring",
     [VIA_ST_R2_BELL] = "R2_Bell",     [VIA_ST_R3_RECEIVE] = "R3_Receive",
     [VIA_ST_R4_XDES] = "R4_XDes",     [VIA_ST_R5_XDATA] = "R5_XData",
-    [VIA_ST_R6_UPDT] = "R6_Updt",
+    [VIA_ST_R6_UPDT] = "R6_Updt",     [VIA_ST_R_REFUSED] = "R_Refused",
 };
 
 void fw_trace(struct fw_nic *nic, enum via_stage st, uint32_t vi, uint32_t seq, uint32_t len,

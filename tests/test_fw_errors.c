@@ -182,6 +182,9 @@ static void test_bad_receives_unreliable(void)
     CU_ASSERT_EQUAL_FATAL(pump(w3, 1), 0);
     progress(F.b);
     CU_ASSERT_EQUAL(atomic_load(&F.dbb->cnt.rx_dropped), 4);
+    /* and why, check by check: three bad receives, then none posted */
+    CU_ASSERT_EQUAL(atomic_load(&F.dbb->rx_refused[VIA_RXC_RECV_ERROR]), 3);
+    CU_ASSERT_EQUAL(atomic_load(&F.dbb->rx_refused[VIA_RXC_NO_RECV]), 1);
     CU_ASSERT_EQUAL(atomic_load(&F.dbb->state), VIA_VI_CONNECTED);
     CU_ASSERT_FALSE(look(1, &(struct via_wire_hdr){0})); /* unreliable: no NAK */
     still_works(13);
@@ -357,6 +360,7 @@ static void test_reliable_recvq_empty(void)
     progress(F.b);
     CU_ASSERT_EQUAL(atomic_load(&F.dbb->state), VIA_VI_ERROR);
     CU_ASSERT_EQUAL(atomic_load(&F.dbb->cnt.rx_dropped), 1);
+    CU_ASSERT_EQUAL(atomic_load(&F.dbb->rx_refused[VIA_RXC_NO_RECV]), 1);
     EXPECT_ERROR(F.b, VIP_ERROR_RECVQ_EMPTY, true);
     struct via_wire_hdr h;
     CU_ASSERT_TRUE_FATAL(look(1, &h));
@@ -454,6 +458,7 @@ static void ack_refused(uint32_t sent, uint32_t pump_first, uint32_t ack_seq, ui
     progress(F.a);
     CU_ASSERT_EQUAL(atomic_load(&F.dba->state), VIA_VI_ERROR);
     CU_ASSERT_EQUAL(atomic_load(&F.chan->state), VIA_CHAN_BROKEN);
+    CU_ASSERT_EQUAL(atomic_load(&F.dba->rx_refused[VIA_RXC_ANSWER]), 1); /* why, by name */
     EXPECT_ERROR(F.a, VIP_ERROR_CATASTROPHIC, true);
     ERR_EXPECT(status_of(ra), VIP_STATUS_DESC_FLUSHED_ERROR);
     for (uint32_t i = pump_first; i < sent; i++) {

@@ -158,6 +158,7 @@ static void rdma_refused(uint32_t rel, enum rdma_bad k)
         CU_ASSERT_EQUAL(atomic_load(&F.dbb->state), VIA_VI_CONNECTED);
         CU_ASSERT_EQUAL(atomic_load(&F.chan->state), VIA_CHAN_OPEN);
         CU_ASSERT_EQUAL(atomic_load(&F.dbb->cnt.rx_dropped), 1);
+        CU_ASSERT_EQUAL(atomic_load(&F.dbb->rx_refused[VIA_RXC_RDMAW_PROT]), 1);
         got = !no_error(F.b);
         CU_ASSERT_FALSE(got);
         nak = look(1, &h);
