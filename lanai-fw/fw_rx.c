@@ -80,12 +80,9 @@ static void rx_answer(struct fw_vi *vi)
             fw_want_visit(vi);
             return;
         }
-        *h = (struct via_wire_hdr){
-            .version = VIA_WIRE_VERSION, .type = nak ? VIA_PKT_NAK : VIA_PKT_ACK,
-            .src_nic = vi->nic->nic_index, .dst_nic = vi->chan->nic[1 - vi->side],
-            .dst_vi = vi->peer_vi, .conn_id = vi->chan->conn_id,
-            .ack_seq = nak ? vi->nak_owed : vi->ack_owed,
-            .imm = nak ? vi->nak_reason : 0};
+        *h = fw_wire_hdr(vi, nak ? VIA_PKT_NAK : VIA_PKT_ACK);
+        h->ack_seq = nak ? vi->nak_owed : vi->ack_owed;
+        h->imm = nak ? vi->nak_reason : 0;
         l->ops->publish(l, h);
         if (nak)
             vi->nak_owed = 0;
@@ -144,13 +141,13 @@ static void rx_respond(struct fw_vi *vi)
         if (frag)
             hal_dma_gather(h + 1, vi->rresp.raddr + vi->rresp.off, frag, fw_link_dma(l));
         bool last = vi->rresp.off + frag == vi->rresp.len;
-        *h = (struct via_wire_hdr){
-            .version = VIA_WIRE_VERSION, .type = VIA_PKT_RDMA_READ_RESP,
-            .flags = (vi->rresp.off == 0 ? VIA_PKT_FIRST : 0) | (last ? VIA_PKT_LAST : 0),
-            .src_nic = vi->nic->nic_index, .dst_nic = vi->chan->nic[1 - vi->side],
-            .dst_vi = vi->peer_vi, .conn_id = vi->chan->conn_id, .msg_seq = vi->rresp.seq,
-            .msg_len = vi->rresp.len, .frag_off = vi->rresp.off, .frag_len = frag,
-            .arrive_ns = vi->rresp.arrive_ns};
+        *h = fw_wire_hdr(vi, VIA_PKT_RDMA_READ_RESP);
+        h->flags = (vi->rresp.off == 0 ? VIA_PKT_FIRST : 0) | (last ? VIA_PKT_LAST : 0);
+        h->msg_seq = vi->rresp.seq;
+        h->msg_len = vi->rresp.len;
+        h->frag_off = vi->rresp.off;
+        h->frag_len = frag;
+        h->arrive_ns = vi->rresp.arrive_ns;
         l->ops->publish(l, h);
         vi->rresp.off += frag;
         vi->rresp.active = !last;

@@ -182,14 +182,15 @@ static int tx_rts(struct fw_vi *vi)
         return FW_TX_BLOCKED;
     memcpy(h + 1, tab, bytes);
     bool write = d->op == VIP_CONTROL_OP_RDMAWRITE;
-    *h = (struct via_wire_hdr){
-        .version = VIA_WIRE_VERSION, .type = write ? VIA_PKT_WRITE_RTS : VIA_PKT_SEND_RTS,
-        .flags = VIA_PKT_FIRST | VIA_PKT_LAST |
-                 ((d->control & VIP_CONTROL_IMMEDIATE) ? VIA_PKT_IMM : 0),
-        .src_nic = vi->nic->nic_index, .dst_nic = vi->chan->nic[1 - vi->side],
-        .dst_vi = vi->peer_vi, .conn_id = vi->chan->conn_id, .msg_seq = vi->tx_seq,
-        .msg_len = d->total, .frag_len = bytes, .imm = d->imm, .rkey = d->rkey,
-        .raddr = d->raddr};
+    *h = fw_wire_hdr(vi, write ? VIA_PKT_WRITE_RTS : VIA_PKT_SEND_RTS);
+    h->flags = VIA_PKT_FIRST | VIA_PKT_LAST |
+               ((d->control & VIP_CONTROL_IMMEDIATE) ? VIA_PKT_IMM : 0);
+    h->msg_seq = vi->tx_seq;
+    h->msg_len = d->total;
+    h->frag_len = bytes;
+    h->imm = d->imm;
+    h->rkey = d->rkey;
+    h->raddr = d->raddr;
     vi->link.ops->publish(&vi->link, h);
     vi->tx_rdv = true;
     vi->rd_got = 0;
@@ -219,12 +220,16 @@ static int tx_xdata(struct fw_vi *vi)
         uint8_t flags = (vi->tx_off == 0 ? VIA_PKT_FIRST : 0) |
                         (vi->tx_off + frag == d->total || read ? VIA_PKT_LAST : 0) |
                         ((d->control & VIP_CONTROL_IMMEDIATE) ? VIA_PKT_IMM : 0);
-        *h = (struct via_wire_hdr){
-            .version = VIA_WIRE_VERSION, .type = tx_pkt_type[d->op], .flags = flags,
-            .src_nic = vi->nic->nic_index, .dst_nic = vi->chan->nic[1 - vi->side],
-            .dst_vi = vi->peer_vi, .conn_id = vi->chan->conn_id, .msg_seq = vi->tx_seq,
-            .msg_len = d->total, .frag_off = vi->tx_off, .frag_len = frag, .imm = d->imm,
-            .rkey = d->rkey, .raddr = d->raddr, .arrive_ns = arrive_time(vi)};
+        *h = fw_wire_hdr(vi, tx_pkt_type[d->op]);
+        h->flags = flags;
+        h->msg_seq = vi->tx_seq;
+        h->msg_len = d->total;
+        h->frag_off = vi->tx_off;
+        h->frag_len = frag;
+        h->imm = d->imm;
+        h->rkey = d->rkey;
+        h->raddr = d->raddr;
+        h->arrive_ns = arrive_time(vi);
         l->ops->publish(l, h);
         vi->tx_off += frag;
         FW_TRACE(vi->nic, VIA_ST_T5_TRANSMIT, vi->vi_id, vi->tx_seq, frag);

@@ -318,6 +318,19 @@ void fw_link_check(struct fw_vi *vi);
 
 /* ---- stage helpers shared by fw_tx.c and fw_rx.c ----------------------------- */
 /* One token into the NIC's work queue (room checked by the caller). */
+/* A packet header of this VI's connection: version, type, and the
+ * addressing every packet the VI sends carries (our NIC, the peer's NIC
+ * and VI, the connection); the caller adds what is the packet's own. The
+ * one place a header is begun (fw_tx.c: messages and RTS; fw_rx.c: ACK,
+ * NAK, read responses). */
+static inline struct via_wire_hdr fw_wire_hdr(const struct fw_vi *vi, uint8_t type)
+{
+    return (struct via_wire_hdr){.version = VIA_WIRE_VERSION, .type = type,
+                                 .src_nic = vi->nic->nic_index,
+                                 .dst_nic = vi->chan->nic[1 - vi->side],
+                                 .dst_vi = vi->peer_vi, .conn_id = vi->chan->conn_id};
+}
+
 static inline void wq_put(struct fw_wq *wq, const struct via_db_token *tok, uint64_t ring_ns)
 {
     wq->tok[wq->tail % VIA_QUEUE_DEPTH] = *tok;
