@@ -14,8 +14,8 @@ SAN      ?=
 # The library (vipl/, lanai-fw/, extensions/: the data path) is built with
 # -O3 and libvipl.so linked with link-time optimization: a message crosses
 # some thirty small functions of those folders, and inlining them across
-# files is 9% of the 8-byte message rate, -O3 another 5-30% and 6% of the
-# 4-byte latency (spec-notes/native-speed.md, round eight). Objects stay
+# files shows in the 8-byte message rate and the 4-byte latency
+# (spec-notes/native-speed.md). Objects stay
 # fat (their plain code is in them too), so libvipl.a and every other
 # program link them as usual. An OPT given to make (the sanitizer builds:
 # -O1) is used for the library too; LTO is off for the sanitizer builds and

@@ -7,8 +7,8 @@
  * directions come from one CQ in manual progress: libfabric's rxm moves
  * data only while someone reads the CQ, which the NIC does on every turn.
  * The CQ has no wait object: with one (FI_WAIT_FD) every completion also
- * signals it, about 1 us a message here (vip_send_lat -s 4, alternating
- * runs), so a sleeper is woken by the link's own means (fw_link_ofi.c).
+ * signals it, a system call's cost on every message, so a sleeper is woken
+ * by the link's own means (fw_link_ofi.c).
  */
 #include "fw_ofi.h"
 

@@ -162,8 +162,8 @@ void nic_vt_polled_empty(void)
  * CPU time depends on what else the machine runs: a thread that lost its
  * CPU inside the library comes back to caches its neighbours filled, and
  * a neighbour on the sibling hardware thread evicts them anyway. Beside
- * a parallel build, gaps of 100 ns idle measure 0.4 to 3 us in a third
- * of the calls. A gap shorter than FW_VCLOCK_WALL_NS between two known
+ * a parallel build a gap that takes 100 ns idle takes several to tens of
+ * times that in a good share of the calls. A gap shorter than FW_VCLOCK_WALL_NS between two known
  * call sites (the program's return addresses, nic_vt_site) is therefore
  * charged the least of it and the last FW_VCLOCK_GAP_WINDOW gaps between
  * the same two sites: what that code costs when nothing disturbs it
@@ -176,8 +176,8 @@ void nic_vt_polled_empty(void)
  * the program's bookkeeping around its calls (filling a descriptor,
  * testing a status), which the model's host costs (Build, Done) already
  * price; measured on a shared machine it shows the cache's state, not the
- * program: beside a parallel build a 100 ns gap reads 0.2 to 0.8 us for
- * whole seconds at a time, warm or not. SimGrid's SMPI drops bursts
+ * program: beside a parallel build a 100 ns gap reads several times that
+ * for whole seconds at a time, warm or not. SimGrid's SMPI drops bursts
  * below a threshold for the same reason (smpi/cpu-threshold, 1 us). */
 #define FW_VCLOCK_BURST_NS 1000u
 #define FW_VCLOCK_GAP_SLOTS 64

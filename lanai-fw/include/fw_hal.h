@@ -61,11 +61,10 @@ static inline void hal_dma_from_host(void *nic_dst, uint64_t host_va, uint32_t l
  * ring): streaming (non-temporal) stores. A plain copy first reads each
  * ring line for ownership, and the receiving core holds those lines from
  * its last lap, so every line crosses twice; streaming stores skip that
- * read and leave the lines where the reader's misses find them. Measured
- * (spec-notes/native-speed.md, round seven): 64 KiB ping-pong 7.5-7.9 ->
- * 4.8-5.0 us, a 1 MiB stream 8.3-9.7 -> 16.6-17.3 GB/s; below 8 KiB a
- * plain copy is faster (the reader's misses then go to memory), so the
- * gathers stream only chunks of FW_STREAM_MIN bytes or more (hal_dma_gather). The stores
+ * read and leave the lines where the reader's misses find them. Below
+ * 8 KiB a plain copy is faster (the reader's misses then go to memory), so
+ * the gathers stream only chunks of FW_STREAM_MIN bytes or more
+ * (hal_dma_gather; spec-notes/native-speed.md says why). The stores
  * are made visible (sfence) before return: the packet's publication that
  * follows is an ordinary release store, which does not order them.
  */
