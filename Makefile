@@ -24,7 +24,7 @@ LIB_OPT  ?= -O3
 LTO      ?= $(if $(SAN),,$(if $(filter gcc cc,$(notdir $(CC))),-flto=auto -ffat-lto-objects))
 CFLAGS   ?=
 override CFLAGS += -std=c11 -Wall -Wextra -Werror $(OPT) $(LTO) -g -D_GNU_SOURCE -fPIC $(SAN) \
-	-Iinclude -Ivipl/include -Ivipl/src -Ilanai-fw/include -Ilanai-fw -Ikdriver -Iextensions -Iam2/include
+	-Iinclude -Ictlsock -Ivipl/include -Ivipl/src -Ilanai-fw/include -Ilanai-fw -Ikdriver -Iextensions -Iam2/include
 LDFLAGS  += $(SAN)
 SOVER    := 1
 VERSION  := 0.1.0
@@ -36,9 +36,9 @@ DEB_BENCH := gnuplot-nox libfabric-bin ucx-utils
 DEB_FUZZ  := clang libclang-rt-dev
 
 LIB_SRCS   := $(wildcard vipl/src/*.c) $(wildcard lanai-fw/*.c) $(wildcard extensions/*.c) \
-	kdriver/ctl_sock.c
-VIPD_SRCS  := $(wildcard kdriver/kd_*.c) kdriver/ctl_sock.c lanai-fw/fw_profile.c lanai-fw/fw_fault_spec.c
-VIPCTL_SRCS:= $(wildcard kdriver/vipctl*.c) kdriver/ctl_sock.c kdriver/kd_hostif.c kdriver/kd_auth.c
+	ctlsock/ctl_sock.c
+VIPD_SRCS  := $(wildcard kdriver/kd_*.c) ctlsock/ctl_sock.c lanai-fw/fw_profile.c lanai-fw/fw_fault_spec.c
+VIPCTL_SRCS:= $(wildcard kdriver/vipctl*.c) ctlsock/ctl_sock.c kdriver/kd_hostif.c kdriver/kd_auth.c
 # libsodium: the hosts' authentication (kd_auth.c) and the UDP link's frame
 # MACs (lanai-fw/fw_rtx.c).
 SODIUM_LIBS := -lsodium
