@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "fw_lock.h" /* the data path's short lock: the library's VI state takes it too */
 #include "fw_model.h"
 #include "via_abi.h"
 

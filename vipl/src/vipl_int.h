@@ -19,8 +19,7 @@
 #include <vipl.h>
 
 #include "ext.h"
-#include "fw_lock.h" /* the data path's short lock, the NIC's own kind */
-#include "nic.h"
+#include "nic.h" /* the NIC's interface, its short lock (fw_lock) included */
 #include "via_abi.h"
 
 #define VIPL_MAGIC_NIC 0x4e494331u
