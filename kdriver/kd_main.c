@@ -3,7 +3,7 @@
  * the listening socket and the poll() event loop with its timers.
  */
 #include "kd.h"
-#include "fw_net.h"
+#include "nic.h" /* fw_fault_parse: the NIC's interface for vipd */
 
 #include <errno.h>
 #include <fcntl.h>

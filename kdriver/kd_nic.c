@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fw_model.h"
+#include "nic.h" /* fw_profile_load (fw_model.h, part of the NIC's interface) */
 #include "vipl.h"
 
 void kd_nic_addr(unsigned index, uint8_t out[VIA_NIC_ADDR_LEN])

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fw_net.h"
+#include "nic.h" /* fw_fault_parse is declared there, for vipd */
 
 bool fw_fault_parse(const char *spec, struct via_net_faults *out, char *why, unsigned cap)
 {

@@ -148,9 +148,7 @@ uint64_t fw_rtx_turn(struct fw_udp *u);
 /* ---- fw_fault.c ----------------------------------------------------------------- */
 /* Rates from the channel (vipd --faults), else VIP_FAULTS. */
 void fw_fault_init(struct fw_fault *f, const struct via_net_faults *chan_rates, uint32_t salt);
-/* Parse "drop=0.1,dup=0.05,reorder=0.05,corrupt=0.01,delay=0.01,delay_ms=5";
- * false (with why) on a word it does not know. */
-bool fw_fault_parse(const char *spec, struct via_net_faults *out, char *why, unsigned cap);
+/* fw_fault_parse: nic.h (vipd calls it). */
 /* Hand n frames to the wire through the faults (drop, duplicate, corrupt,
  * reorder, delay), and whatever held frame is due. */
 void fw_fault_send(struct fw_udp *u, uint8_t *const *buf, const uint32_t *len, unsigned n);

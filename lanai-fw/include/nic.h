@@ -230,6 +230,14 @@ void nic_vt_hold(struct fw_nic *nic);
 uint64_t nic_vt_next_event(struct fw_nic *nic, uint64_t held);
 uint64_t nic_model_now_ns(void);
 
+/* ---- what vipd reads for its NICs ------------------------------------------------------
+ * Profiles: fw_profile_load (fw_model.h, above). Fault specs of `vipd
+ * --faults` and VIP_FAULTS: "drop=0.1,dup=0.05,reorder=0.05,corrupt=0.01,
+ * delay=0.01,delay_ms=5"; false (with why) on a word it does not know
+ * (fw_fault_spec.c, which vipd links). */
+struct via_net_faults;
+bool fw_fault_parse(const char *spec, struct via_net_faults *out, char *why, unsigned cap);
+
 /* ---- the NIC's clock (CLOCK_MONOTONIC, the model's time base) ------------------------ */
 static inline uint64_t nic_now_ns(void)
 {
