@@ -111,7 +111,7 @@ FI_BENCHES := $(patsubst bench/%.c,$(B)/bin/%,$(FI_BENCH_SRCS))
 # Empty when CUnit's header is missing: then `all` skips the tests.
 HAVE_CUNIT := $(shell $(CC) $(CFLAGS) -E -include CUnit/CUnit.h -x c /dev/null >/dev/null 2>&1 && echo y)
 
-.PHONY: all build-all install-files progs testprogs test soak bench bench-hosts check-asan check-tsan install clean deps deps-test hostdev-check \
+.PHONY: all build-all install-files progs testprogs test check-layers soak bench bench-hosts check-asan check-tsan install clean deps deps-test hostdev-check \
 	deps-bench deps-fuzz valgrind fuzz fuzzprogs fuzz-smoke fuzz-corpus bench-hostile bench-reg
 # `make` (all) and `make install` first install the build's Debian
 # packages when they are missing (deps), then build in a second make, so
@@ -285,8 +285,14 @@ deps-fuzz: deps
 # ---- tests ------------------------------------------------------------------
 test: deps-test
 	$(MAKE) --no-print-directory progs testprogs
+	@B=$(B) tools/check_layers.sh
 	@B=$(B) tests/run_tests.sh
 	@$(MAKE) --no-print-directory fuzz-smoke
+
+# Every include and call between our folders goes down (tools/check_layers.sh
+# says which tier may use which); make test runs it first.
+check-layers: progs
+	@B=$(B) tools/check_layers.sh
 
 # The suite three times beside three CPU hogs and a parallel build (not
 # part of `make test`; SOAK_ROUNDS=N for another count).

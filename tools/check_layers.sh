@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# check_layers.sh - the layering the README states, checked: every include
+# and every call between our folders goes down, never up or sideways.
+#
+#   B=build tools/check_layers.sh        (make check-layers; make test runs it)
+#
+# The tiers, bottom up, and what each folder may include:
+#   include/        shared layouts (via_abi.h, via_net.h): only include/
+#   vipl/include/   the public VIPL API and the VIA specification's types and
+#                   descriptor layout: nothing of ours. The layers below the
+#                   library read its types (the descriptor the NIC fetches,
+#                   the codes vipd answers); they may not call it (below).
+#   ctlsock/        the control socket's framing: include/
+#   lanai-fw/       the NIC: include/, vipl/include/, itself
+#   extensions/     host side of the short-message paths: include/,
+#                   vipl/include/, the NIC's interface (nic.h and what it
+#                   carries: fw_lock.h, fw_model.h)
+#   kdriver/        vipd, vipctl: include/, ctlsock/, vipl/include/, the NIC's
+#                   interface, itself
+#   vipl/src/       the library: include/, ctlsock/, vipl/, extensions/ext.h,
+#                   the NIC's interface
+#   am2/            libam2, amrun: am2/, vipl/include/ (the public API only)
+# Calls (the objects' undefined symbols, nm): the NIC calls nothing of the
+# library, vipd or the extensions; the extensions nothing of the library or
+# vipd; vipd and the library only what the NIC's interface declares (and
+# vipd nothing of the library); ctlsock nothing of ours; libam2 only the
+# public VIPL API. Exit 1 with every crossing listed; 0 when none.
+set -u
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT" || exit 2
+B=${B:-build}
+OBJ=$B/obj
+IDIRS="include ctlsock vipl/include vipl/src lanai-fw/include lanai-fw kdriver extensions am2/include am2/src am2/tools"
+NIC_IFACE="lanai-fw/include/nic.h lanai-fw/include/fw_lock.h lanai-fw/include/fw_model.h"
+bad=0
+say() { echo "check-layers: $*" >&2; bad=1; }
+
+# The folder (tier) a source or header file belongs to.
+tier() {
+    case $1 in
+    include/*) echo include ;;
+    vipl/include/*) echo vipl-api ;;
+    vipl/src/*) echo vipl ;;
+    ctlsock/*) echo ctlsock ;;
+    lanai-fw/*) echo nic ;;
+    extensions/*) echo ext ;;
+    kdriver/*) echo kdriver ;;
+    am2/*) echo am2 ;;
+    *) echo other ;;
+    esac
+}
+
+# Where an #include of name from file resolves: the file's own folder
+# first ("..."), then the -I folders in the Makefile's order; "" for a
+# system header.
+resolve() {
+    local file=$1 name=$2 d
+    d=$(dirname "$file")
+    if [ -f "$d/$name" ]; then
+        realpath --relative-to="$ROOT" "$d/$name"
+        return
+    fi
+    for d in $IDIRS; do
+        if [ -f "$d/$name" ]; then
+            echo "$d/$name"
+            return
+        fi
+    done
+}
+
+# allowed FROM_TIER HEADER_PATH
+allowed() {
+    local from=$1 h=$2 to
+    to=$(tier "$h")
+    case " $NIC_IFACE " in *" $h "*) iface=1 ;; *) iface=0 ;; esac
+    case $from in
+    include) [ "$to" = include ] ;;
+    vipl-api) [ "$to" = vipl-api ] ;;
+    ctlsock) [ "$to" = include ] || [ "$to" = ctlsock ] ;;
+    nic) [ "$to" = include ] || [ "$to" = vipl-api ] || [ "$to" = nic ] ;;
+    ext) [ "$to" = include ] || [ "$to" = vipl-api ] || [ "$to" = ext ] || [ "$iface" = 1 ] ;;
+    kdriver) [ "$to" = include ] || [ "$to" = ctlsock ] || [ "$to" = vipl-api ] ||
+        [ "$to" = kdriver ] || [ "$iface" = 1 ] ;;
+    vipl) [ "$to" = include ] || [ "$to" = ctlsock ] || [ "$to" = vipl-api ] ||
+        [ "$to" = vipl ] || [ "$h" = extensions/ext.h ] || [ "$iface" = 1 ] ;;
+    am2) [ "$to" = am2 ] || [ "$to" = vipl-api ] ;;
+    *) true ;;
+    esac
+}
+
+# ---- includes ------------------------------------------------------------------
+while read -r file; do
+    from=$(tier "$file")
+    while read -r name; do
+        h=$(resolve "$file" "$name")
+        [ -n "$h" ] || continue
+        allowed "$from" "$h" || say "$file includes $h (the $(tier "$h") tier: up or sideways from $from)"
+    done < <(sed -nE 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]([^>"]+)[>"].*/\1/p' "$file")
+done < <(git ls-files 'include/*' 'ctlsock/*' 'vipl/*' 'lanai-fw/*' 'extensions/*' 'kdriver/*' 'am2/*' |
+    grep -E '\.(c|h)$')
+
+# ---- calls ---------------------------------------------------------------------
+if [ ! -d "$OBJ/lanai-fw" ]; then
+    echo "check-layers: no objects under $OBJ (run make first): calls not checked" >&2
+    exit 1
+fi
+defs() { nm --defined-only -g "$@" 2>/dev/null | awk 'NF == 3 { print $3 }' | sort -u; }
+undefs() { nm -u "$@" 2>/dev/null | awk '{ print $NF }' | sort -u; }
+D=$(mktemp -d)
+trap 'rm -rf "$D"' EXIT
+defs "$OBJ"/vipl/src/*.o >"$D/vipl"
+defs "$OBJ"/kdriver/*.o >"$D/kdriver"
+defs "$OBJ"/extensions/*.o >"$D/ext"
+defs "$OBJ"/lanai-fw/*.o >"$D/nic"
+defs "$OBJ"/ctlsock/*.o >"$D/ctlsock"
+defs "$OBJ"/am2/src/*.o >"$D/am2"
+# the NIC's interface: the functions and variables its interface headers declare
+grep -ohE '\b(nic|fw|hal)_[a-z0-9_]+\b' $NIC_IFACE | sort -u >"$D/iface"
+cat "$D/vipl" "$D/kdriver" "$D/ext" "$D/ctlsock" "$D/am2" | sort -u >"$D/above_nic"
+
+# calls FROM_NAME OBJECTS FORBIDDEN_DEFS... : the undefined symbols of the
+# objects that the forbidden folders define
+calls() {
+    local name=$1 objs=$2 s
+    shift 2
+    for s in $(undefs $objs | comm -12 - <(cat "$@" | sort -u)); do
+        say "$name calls $s, which is above it or beside it"
+    done
+}
+calls "the NIC (lanai-fw/)" "$OBJ/lanai-fw/*.o" "$D/above_nic"
+calls "the extensions" "$OBJ/extensions/*.o" "$D/vipl" "$D/kdriver" "$D/am2"
+calls "vipd and vipctl (kdriver/)" "$OBJ/kdriver/*.o" "$D/vipl" "$D/ext" "$D/am2"
+calls "the control socket (ctlsock/)" "$OBJ/ctlsock/*.o" "$D/above_nic" "$D/nic"
+grep -v '^Vip' "$D/vipl" >"$D/vipl_inner" # libam2 may call the public API (Vip*) only
+calls "libam2" "$OBJ/am2/src/*.o" "$D/vipl_inner" "$D/kdriver" "$D/ext" "$D/nic" "$D/ctlsock"
+for from in vipl kdriver ext; do
+    case $from in
+    vipl) objs="$OBJ/vipl/src/*.o" ;;
+    kdriver) objs="$OBJ/kdriver/*.o" ;;
+    ext) objs="$OBJ/extensions/*.o" ;;
+    esac
+    for s in $(undefs $objs | comm -12 - "$D/nic" | comm -23 - "$D/iface"); do
+        say "$from calls the NIC's $s, which its interface (nic.h, fw_model.h, fw_lock.h) does not declare"
+    done
+done
+[ "$bad" = 0 ] && echo "check-layers: every include and call goes down"
+exit "$bad"
