@@ -96,7 +96,8 @@ while read -r file; do
         [ -n "$h" ] || continue
         allowed "$from" "$h" || say "$file includes $h (the $(tier "$h") tier: up or sideways from $from)"
     done < <(sed -nE 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]([^>"]+)[>"].*/\1/p' "$file")
-done < <(git ls-files 'include/*' 'ctlsock/*' 'vipl/*' 'lanai-fw/*' 'extensions/*' 'kdriver/*' 'am2/*' |
+done < <( (git ls-files 'include/*' 'ctlsock/*' 'vipl/*' 'lanai-fw/*' 'extensions/*' 'kdriver/*' \
+    'am2/*' 2>/dev/null || find include ctlsock vipl lanai-fw extensions kdriver am2 -type f) |
     grep -E '\.(c|h)$')
 
 # ---- calls ---------------------------------------------------------------------
