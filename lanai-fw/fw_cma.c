@@ -22,7 +22,7 @@
  * non-dumpable peer), or the receiver's NIC has it off (VIP_CMA is not 1
  * there), the receiver says so with a NAK and the message and the rest of
  * the connection's go through the ring.
- * Spec-notes/cma.md has the argument and the figures.
+ * spec-notes/cma.md says why it is off by default.
  */
 #include <errno.h>
 #include <stdio.h>
