@@ -23,8 +23,21 @@ SAN      ?=
 LIB_OPT  ?= -O3
 LTO      ?= $(if $(SAN),,$(if $(filter gcc cc,$(notdir $(CC))),-flto=auto -ffat-lto-objects))
 CFLAGS   ?=
-override CFLAGS += -std=c11 -Wall -Wextra -Werror $(OPT) $(LTO) -g -D_GNU_SOURCE -fPIC $(SAN) \
-	-Iinclude -Ictlsock -Ivipl/include -Ivipl/src -Ilanai-fw/include -Ilanai-fw -Ikdriver -Iextensions -Iam2/include
+override CFLAGS += -std=c11 -Wall -Wextra -Werror $(OPT) $(LTO) -g -D_GNU_SOURCE -fPIC $(SAN)
+# Each folder compiles with the include paths of the tiers below it and no
+# others, so a header from above or beside is a compile error
+# (tools/check_layers.sh states the tiers and checks every include);
+# tests, benchmarks, examples and tools see every folder.
+INC_include    := -Iinclude
+INC_ctlsock    := -Iinclude -Ictlsock
+INC_lanai-fw   := -Iinclude -Ivipl/include -Ilanai-fw/include -Ilanai-fw
+INC_extensions := -Iinclude -Ivipl/include -Ilanai-fw/include -Iextensions
+INC_kdriver    := -Iinclude -Ictlsock -Ivipl/include -Ilanai-fw/include -Ikdriver
+INC_vipl       := -Iinclude -Ictlsock -Ivipl/include -Ivipl/src -Ilanai-fw/include -Iextensions
+INC_am2        := -Iam2/include -Ivipl/include
+INC_ALL        := -Iinclude -Ictlsock -Ivipl/include -Ivipl/src -Ilanai-fw/include -Ilanai-fw \
+	-Ikdriver -Iextensions -Iam2/include
+inc_of = $(or $(INC_$(firstword $(subst /, ,$(1)))),$(INC_ALL))
 LDFLAGS  += $(SAN)
 SOVER    := 1
 VERSION  := 0.1.0
@@ -132,7 +145,7 @@ testprogs: $(TESTS) $(OLDVIA) $(COMPAT_PROGS) $(AM2_HELPERS) $(AMUDP_PROGS)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) $(call inc_of,$<) -MMD -MP -c $< -o $@
 
 $(LIBSO): $(call obj,$(LIB_SRCS)) $(LIB_MAP)
 	@mkdir -p $(dir $@)

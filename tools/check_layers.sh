@@ -51,8 +51,10 @@ tier() {
 }
 
 # Where an #include of name from file resolves: the file's own folder
-# first ("..."), then the -I folders in the Makefile's order; "" for a
-# system header.
+# first ("..."), then every -I folder; "" for a system header. (The
+# Makefile gives each folder only the -I paths of its tiers, so most
+# crossings are compile errors too; this check also sees same-folder
+# "..." includes and the headers only tests include.)
 resolve() {
     local file=$1 name=$2 d
     d=$(dirname "$file")
