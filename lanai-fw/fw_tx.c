@@ -154,6 +154,25 @@ static const uint8_t tx_pkt_type[4] = {
     [VIP_CONTROL_OP_RDMAREAD] = VIA_PKT_RDMA_READ_REQ,
 };
 
+/* The header of one packet of the message in vi->txd: the connection's
+ * addressing, then what every fragment of the message repeats (sequence,
+ * length, immediate data, the RDMA target) and this fragment's place. */
+static inline struct via_wire_hdr tx_msg_hdr(const struct fw_vi *vi, uint8_t type,
+                                             uint8_t flags, uint32_t off, uint32_t len)
+{
+    const struct fw_xdes *d = &vi->txd;
+    struct via_wire_hdr h = fw_wire_hdr(vi, type);
+    h.flags = flags | ((d->control & VIP_CONTROL_IMMEDIATE) ? VIA_PKT_IMM : 0);
+    h.msg_seq = vi->tx_seq;
+    h.msg_len = d->total;
+    h.frag_off = off;
+    h.frag_len = len;
+    h.imm = d->imm;
+    h.rkey = d->rkey;
+    h.raddr = d->raddr;
+    return h;
+}
+
 /* Room on the link for a packet of `payload` bytes, or NULL. */
 static struct via_wire_hdr *tx_reserve(struct fw_vi *vi, uint32_t payload)
 {
@@ -182,15 +201,8 @@ static int tx_rts(struct fw_vi *vi)
         return FW_TX_BLOCKED;
     memcpy(h + 1, tab, bytes);
     bool write = d->op == VIP_CONTROL_OP_RDMAWRITE;
-    *h = fw_wire_hdr(vi, write ? VIA_PKT_WRITE_RTS : VIA_PKT_SEND_RTS);
-    h->flags = VIA_PKT_FIRST | VIA_PKT_LAST |
-               ((d->control & VIP_CONTROL_IMMEDIATE) ? VIA_PKT_IMM : 0);
-    h->msg_seq = vi->tx_seq;
-    h->msg_len = d->total;
-    h->frag_len = bytes;
-    h->imm = d->imm;
-    h->rkey = d->rkey;
-    h->raddr = d->raddr;
+    *h = tx_msg_hdr(vi, write ? VIA_PKT_WRITE_RTS : VIA_PKT_SEND_RTS,
+                    VIA_PKT_FIRST | VIA_PKT_LAST, 0, bytes);
     vi->link.ops->publish(&vi->link, h);
     vi->tx_rdv = true;
     vi->rd_got = 0;
@@ -218,17 +230,8 @@ static int tx_xdata(struct fw_vi *vi)
         fw_xdata_copy(d, vi->tx_off, (uint8_t *)(h + 1), frag, fw_link_dma(l));
         FW_TRACE(vi->nic, VIA_ST_T4_XDATA, vi->vi_id, vi->tx_seq, frag);
         uint8_t flags = (vi->tx_off == 0 ? VIA_PKT_FIRST : 0) |
-                        (vi->tx_off + frag == d->total || read ? VIA_PKT_LAST : 0) |
-                        ((d->control & VIP_CONTROL_IMMEDIATE) ? VIA_PKT_IMM : 0);
-        *h = fw_wire_hdr(vi, tx_pkt_type[d->op]);
-        h->flags = flags;
-        h->msg_seq = vi->tx_seq;
-        h->msg_len = d->total;
-        h->frag_off = vi->tx_off;
-        h->frag_len = frag;
-        h->imm = d->imm;
-        h->rkey = d->rkey;
-        h->raddr = d->raddr;
+                        (vi->tx_off + frag == d->total || read ? VIA_PKT_LAST : 0);
+        *h = tx_msg_hdr(vi, tx_pkt_type[d->op], flags, vi->tx_off, frag);
         h->arrive_ns = arrive_time(vi);
         l->ops->publish(l, h);
         vi->tx_off += frag;

@@ -204,16 +204,10 @@ struct pvipd {
 
 static int vipd_path(char *out, size_t cap)
 {
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
+    char dir[PATH_MAX];
+    if (tl_bindir(dir, sizeof dir) != 0)
         return -1;
-    exe[n] = 0;
-    char *slash = strrchr(exe, '/');
-    if (!slash)
-        return -1;
-    *slash = 0;
-    int w = snprintf(out, cap, "%s/../bin/vipd", exe);
+    int w = snprintf(out, cap, "%s/../bin/vipd", dir);
     return w > 0 && (size_t)w < cap && access(out, X_OK) == 0 ? 0 : -1;
 }
 
