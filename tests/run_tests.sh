@@ -39,6 +39,9 @@ export VIPD_AUTOSTART
 unset VIP_PROFILE VIPD_NICS
 TL_VIPCTL="$(cd "$(dirname "$VIPCTL")" && pwd)/$(basename "$VIPCTL")"
 export TL_VIPCTL
+# The source tree, for tests that read it (the build may live elsewhere: B=).
+TL_SRCDIR="$(cd "$(dirname "$0")/.." && pwd)"
+export TL_SRCDIR
 vipd_pid=""
 
 cleanup() {

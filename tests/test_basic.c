@@ -467,8 +467,13 @@ static void test_vipctl_env_lists_all(void)
 {
     char dir[PATH_MAX], root[PATH_MAX + 8], cmd[PATH_MAX * 2 + 300];
     static char out[65536];
-    TCHK(tl_bindir(dir, sizeof dir) == 0);
-    snprintf(root, sizeof root, "%s/../..", dir); /* B/tests -> the tree */
+    const char *src = getenv("TL_SRCDIR"); /* run_tests.sh; else B/tests -> the tree */
+    if (src && *src) {
+        snprintf(root, sizeof root, "%s", src);
+    } else {
+        TCHK(tl_bindir(dir, sizeof dir) == 0);
+        snprintf(root, sizeof root, "%s/../..", dir);
+    }
     snprintf(cmd, sizeof cmd,
              "cd '%s' && grep -rhoE '[A-Za-z_]*env[A-Za-z_]*\\(\"[A-Z][A-Z0-9_]*\"' "
              "vipl kdriver lanai-fw extensions am2 include --include=*.c --include=*.h | "
