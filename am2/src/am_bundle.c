@@ -75,14 +75,35 @@ uint64_t am_now_ms(void)
     return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
 }
 
-static unsigned env_ms(const char *name, unsigned dflt)
+/* The AM2_* settings are read once, by AM_Init, before anything is
+ * opened: a value this library would not understand is refused (said on
+ * stderr and in AMX_LastError), never read as the default in silence. */
+static int env_ms(const char *name, unsigned dflt, unsigned *out)
 {
-    const char *s = getenv(name);
-    if (!s || !*s)
-        return dflt;
+    const char *v = getenv(name);
+    *out = dflt;
+    if (!v || !*v)
+        return AM_OK;
     char *end;
-    unsigned long v = strtoul(s, &end, 10);
-    return *end || v > 3600000ul ? dflt : (unsigned)v;
+    unsigned long n = strtoul(v, &end, 10);
+    if (*end || *v == '-' || n > 3600000ul) {
+        fprintf(stderr, "am2: %s=%s: milliseconds, 0 to 3600000\n", name, v);
+        return am_fail(AM_ERR_BAD_ARG, "%s=%s: milliseconds, 0 to 3600000", name, v);
+    }
+    *out = (unsigned)n;
+    return AM_OK;
+}
+
+/* A switch that is on unless set to 0. */
+static int env_flag(const char *name, bool *out)
+{
+    const char *v = getenv(name);
+    *out = !v || !*v || strcmp(v, "0") != 0;
+    if (v && *v && strcmp(v, "0") && strcmp(v, "1")) {
+        fprintf(stderr, "am2: %s=%s: it is 0 or 1\n", name, v);
+        return am_fail(AM_ERR_BAD_ARG, "%s=%s: it is 0 or 1", name, v);
+    }
+    return AM_OK;
 }
 
 /* VIPL's asynchronous errors (a peer's connection lost, mostly) are
@@ -95,32 +116,6 @@ static void vi_error(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e)
         fprintf(stderr, "am2: VIPL error %d on VI %p\n", (int)e->ErrorCode, e->ViHandle);
 }
 
-/* The AM2_* settings this library reads, checked before anything is
- * opened: a value it would not understand is refused (said on stderr and
- * in AMX_LastError), never read as the default in silence. */
-static int env_check(void)
-{
-    static const char *const flags[] = {"AM2_SHM", "AM2_DIRECT"};
-    static const char *const ms[] = {"AM2_CONNECT_MS", "AM2_CONGESTION_MS",
-                                     "AM2_SPMD_TIMEOUT_MS"};
-    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
-        const char *v = getenv(flags[i]);
-        if (v && *v && strcmp(v, "0") && strcmp(v, "1")) {
-            fprintf(stderr, "am2: %s=%s: it is 0 or 1\n", flags[i], v);
-            return am_fail(AM_ERR_BAD_ARG, "%s=%s: it is 0 or 1", flags[i], v);
-        }
-    }
-    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
-        const char *v = getenv(ms[i]);
-        char *end;
-        if (v && *v && (strtoul(v, &end, 10) > 3600000ul || *end || *v == '-')) {
-            fprintf(stderr, "am2: %s=%s: milliseconds, 0 to 3600000\n", ms[i], v);
-            return am_fail(AM_ERR_BAD_ARG, "%s=%s: milliseconds, 0 to 3600000", ms[i], v);
-        }
-    }
-    return AM_OK;
-}
-
 int AM_Init(void)
 {
     AM_API_LOCK();
@@ -128,8 +123,13 @@ int AM_Init(void)
         am_g.init++;
         return AM_OK;
     }
-    int bad = env_check();
-    if (bad != AM_OK)
+    unsigned connect_ms, congestion_ms, spmd_ms;
+    bool shm, direct;
+    int bad;
+    if ((bad = env_flag("AM2_SHM", &shm)) || (bad = env_flag("AM2_DIRECT", &direct)) ||
+        (bad = env_ms("AM2_CONNECT_MS", 10000, &connect_ms)) ||
+        (bad = env_ms("AM2_CONGESTION_MS", 30000, &congestion_ms)) ||
+        (bad = env_ms("AM2_SPMD_TIMEOUT_MS", 0, &spmd_ms))) /* am_spmd.c's; checked here */
         return bad;
     const char *dev = getenv("AM2_NIC");
     if (!dev || !*dev)
@@ -148,10 +148,10 @@ int AM_Init(void)
         return am_fail(AM_ERR_RESOURCE, "%s offers no reliable delivery", dev);
     }
     VipErrorCallback(am_g.nic, NULL, vi_error);
-    am_g.connect_ms = env_ms("AM2_CONNECT_MS", 10000);
-    am_g.shm = !getenv("AM2_SHM") || strcmp(getenv("AM2_SHM"), "0") != 0;
-    am_g.direct = !getenv("AM2_DIRECT") || strcmp(getenv("AM2_DIRECT"), "0") != 0;
-    am_g.congestion_ms = env_ms("AM2_CONGESTION_MS", 30000);
+    am_g.connect_ms = connect_ms;
+    am_g.shm = shm;
+    am_g.direct = direct;
+    am_g.congestion_ms = congestion_ms;
     am_g.init = 1;
     return AM_OK;
 }

@@ -58,6 +58,7 @@ static struct {
     void (*on_exit)(int);
     char own_dir[256];   /* the job directory we made (no amrun) */
     char amrun_dir[256]; /* amrun's job directory (its exit marks go there) */
+    int wait_ms;         /* AM2_SPMD_TIMEOUT_MS; -1: barriers wait for ever */
 } sp;
 
 int am2_spmd_rank(void) { return sp.up ? sp.rank : -1; }
@@ -137,6 +138,15 @@ static void h_gather(void *token, void *buf, size_t n, int32_t off)
     sp.got += n;
 }
 
+/* The last of a rank that leaves through this layer: stdio flushed, then
+ * the kill hook (the program's exit handlers do not run again). */
+static _Noreturn void leave(int code)
+{
+    fflush(NULL);
+    AMUDP_SPMDkillmyprocess(code);
+    _exit(code & 0xFF);
+}
+
 /* Another rank ended the job (am2_spmd_exit): leave as it did, from
  * inside the poll that brought the news (the exit callback, stdio, the
  * kill hook), without unwinding into the program again. The launcher
@@ -149,9 +159,7 @@ static void h_exit(void *token, int32_t code)
     sp.leaving = true;
     if (sp.on_exit)
         sp.on_exit(code);
-    fflush(NULL);
-    AMUDP_SPMDkillmyprocess(code);
-    _exit(code & 0xFF);
+    leave(code);
 }
 
 /* A control message that came back while we leave: nothing to do. */
@@ -264,7 +272,8 @@ int am2_spmd_startup(int *argc, char ***argv, eb_t *eb, ep_t *ep)
         r = am_fail(AM_ERR_RESOURCE, "the control endpoint's id is not the next one");
         goto bad;
     }
-    uint64_t deadline = am_now_ms() + (uint64_t)env_int("AM2_SPMD_TIMEOUT_MS", 30000);
+    sp.wait_ms = env_int("AM2_SPMD_TIMEOUT_MS", -1);
+    uint64_t deadline = am_now_ms() + (uint64_t)(sp.wait_ms < 0 ? 30000 : sp.wait_ms);
     en_t *all = NULL;
     if (rdv && sp.nranks > 1) {
         if (!(all = calloc((size_t)sp.nranks, sizeof *all))) {
@@ -328,8 +337,7 @@ bad:
  * (Start-up, which waits for ranks that may never start, keeps its 30 s.) */
 static uint64_t wait_end(void)
 {
-    const char *e = getenv("AM2_SPMD_TIMEOUT_MS");
-    return e && *e ? am_now_ms() + (uint64_t)env_int("AM2_SPMD_TIMEOUT_MS", 30000) : UINT64_MAX;
+    return sp.wait_ms < 0 ? UINT64_MAX : am_now_ms() + (uint64_t)sp.wait_ms;
 }
 
 static int poll_until(const int *v, int want)
@@ -457,7 +465,5 @@ void am2_spmd_exit(int code)
             while (am_g.init > 0)
                 AM_Terminate();
     }
-    fflush(NULL);
-    AMUDP_SPMDkillmyprocess(code);
-    _exit(code & 0xFF);
+    leave(code);
 }
