@@ -77,8 +77,8 @@ static VIP_RETURN call_send(int sock, uint32_t op, const void *req, size_t req_l
 }
 
 /* The reply with our cookie; replies to reports are dropped on the way. */
-static VIP_RETURN call_recv(int sock, uint64_t cookie, void *rep, size_t rep_len, int *fds,
-                            int *nfds)
+static VIP_RETURN call_recv(int sock, uint32_t op, uint64_t cookie, void *rep, size_t rep_len,
+                            int *fds, int *nfds)
 {
     struct via_ctl_reply_hdr r;
     int cap;
@@ -108,6 +108,12 @@ static VIP_RETURN call_recv(int sock, uint64_t cookie, void *rep, size_t rep_len
             *nfds = 0;
         if (r.status == VIP_NOT_DONE) /* an answer (VipConnectPeerDone), not a failure */
             return VIP_NOT_DONE;
+        /* An accept or reject of a request whose asker gave up meanwhile
+         * (the handles were checked here) is a race that programs which
+         * retry their connects meet and handle: kept, not said. */
+        if ((op == VIA_CTL_CONN_ACCEPT || op == VIA_CTL_CONN_REJECT) &&
+            r.status == VIP_INVALID_PARAMETER)
+            return vipl_note((VIP_RETURN)r.status, "vipd: %s", r.msg);
         return vipl_fail((VIP_RETURN)r.status, "vipd: %s", r.msg);
     }
     if ((size_t)n < rep_len)
@@ -124,7 +130,7 @@ static VIP_RETURN roundtrip(int sock, uint32_t op, const void *req, size_t req_l
             *nfds = 0;
         return rc;
     }
-    return call_recv(sock, cookie, rep, rep_len, fds, nfds);
+    return call_recv(sock, op, cookie, rep, rep_len, fds, nfds);
 }
 
 /* Send the queued reports that the socket takes now (ctl_lock held). A
@@ -266,13 +272,13 @@ static VIP_RETURN call_side(struct vip_nic *n, uint32_t op, const void *req, siz
     if (rc == VIP_SUCCESS)
         rc = await_answer(n, s, VIA_CTL_ATTACH, 0);
     if (rc == VIP_SUCCESS)
-        rc = call_recv(s, 1, NULL, 0, NULL, NULL);
+        rc = call_recv(s, VIA_CTL_ATTACH, 1, NULL, 0, NULL, NULL);
     if (rc == VIP_SUCCESS)
         rc = call_send(s, op, req, req_len, 2);
     if (rc == VIP_SUCCESS)
         rc = await_answer(n, s, op, timeout_ms);
     if (rc == VIP_SUCCESS)
-        rc = call_recv(s, 2, rep, rep_len, fds, nfds);
+        rc = call_recv(s, op, 2, rep, rep_len, fds, nfds);
     else if (nfds)
         *nfds = 0;
     close(s);

@@ -53,14 +53,12 @@ static bool first_time(const char *msg)
     return first;
 }
 
-static void set_error(VIP_RETURN rc, const char *fmt, va_list ap)
+static void set_error(VIP_RETURN rc, bool said, const char *fmt, va_list ap)
 {
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     /* (VIP_SUCCESS: vipl_set_error, a reason whose code the caller returns)
-     * An accept or reject of a request whose asker gave up meanwhile is a
-     * race that programs which retry their connects meet and handle. */
-    bool answer = rc == VIP_NOT_DONE || rc == VIP_TIMEOUT || rc == VIP_NO_MATCH ||
-                  strstr(last_error, "awaits this NIC handle's answer");
+     * Answers that programs expect and handle are not failures to say. */
+    bool answer = !said || rc == VIP_NOT_DONE || rc == VIP_TIMEOUT || rc == VIP_NO_MATCH;
     if (debug_on() || (!answer && !quiet() && first_time(last_error)))
         fprintf(stderr, "vipl: %s%s%s%s\n", rc == VIP_SUCCESS ? "" : vip_strerror(rc),
                 rc == VIP_SUCCESS ? "" : ": ", last_error,
@@ -83,7 +81,7 @@ void vipl_set_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    set_error(VIP_SUCCESS, fmt, ap);
+    set_error(VIP_SUCCESS, true, fmt, ap);
     va_end(ap);
 }
 
@@ -91,7 +89,16 @@ VIP_RETURN vipl_fail(VIP_RETURN rc, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    set_error(rc, fmt, ap);
+    set_error(rc, true, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+VIP_RETURN vipl_note(VIP_RETURN rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    set_error(rc, false, fmt, ap);
     va_end(ap);
     return rc;
 }

@@ -192,6 +192,9 @@ void vipl_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * on stderr (VIP_QUIET silences it). */
 void vipl_default_error_handler(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e);
 VIP_RETURN vipl_fail(VIP_RETURN rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* As vipl_fail for an answer the program expects (vip_last_error has it;
+ * stderr only under VIP_DEBUG). */
+VIP_RETURN vipl_note(VIP_RETURN rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* vipl_env.c: the environment's settings understood (VIP_INVALID_PARAMETER
  * naming the valid values if not); VIP_PROFILE and VIPD_NICS agree with
