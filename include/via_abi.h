@@ -132,11 +132,10 @@ static_assert(sizeof(struct via_vi_counters) == 128, "vi counters");
 #define VIA_DESCLESS_NSLOTS 4u
 #define VIA_DESCLESS_MAX (VIA_DESCLESS_SLOT / VIA_DESCLESS_NSLOTS)
 
-/* The doorbell page: one per VI, 4 KiB, mapped only by its owner and vipd. */
 /* Why the receiving NIC refused a packet, check by check (fw_rx.c), as
  * rxe names its responder's checks: each refusal counts in rx_dropped and
  * in the VI's rx_refused[reason], and is traced (VIA_ST_R_REFUSED). The
- * names are via_rx_check_name (kdriver/vipctl.c prints them). */
+ * names are kdriver/vipctl.c's rx_check_name. */
 enum via_rx_check {
     VIA_RXC_OK = 0,
     VIA_RXC_CONN,        /* another connection's packet (conn id) */
@@ -158,6 +157,7 @@ enum via_rx_check {
     VIA_RXC_N
 };
 
+/* The doorbell page: one per VI, 4 KiB, mapped only by its owner and vipd. */
 struct via_vi_page {
     struct via_db_queue sq;
     struct via_db_queue rq;

@@ -236,10 +236,10 @@ static enum fw_rx_state rx_xdata(struct fw_vi *vi, const struct via_wire_hdr *h,
 
 static bool rx_lossy(const struct fw_vi *vi);
 
-/* Header checks that need the VI's view: right connection, lengths, and
- * for messages the order of fragments and sequence numbers. */
-/* The receive checks of a packet's header, in order, each with its name
- * (enum via_rx_check): VIA_RXC_OK, or the first that fails. */
+/* The receive checks of a packet's header that need the VI's view (right
+ * connection, lengths, and for messages the order of fragments and
+ * sequence numbers), in order, each with its name (enum via_rx_check):
+ * VIA_RXC_OK, or the first that fails. */
 static enum via_rx_check rx_check_header(const struct fw_vi *vi, const struct via_wire_hdr *h)
 {
     if (h->conn_id != vi->chan->conn_id)

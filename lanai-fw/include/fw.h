@@ -317,7 +317,6 @@ bool fw_rx_pending(const struct fw_vi *vi);
 void fw_link_check(struct fw_vi *vi);
 
 /* ---- stage helpers shared by fw_tx.c and fw_rx.c ----------------------------- */
-/* One token into the NIC's work queue (room checked by the caller). */
 /* A packet header of this VI's connection: version, type, and the
  * addressing every packet the VI sends carries (our NIC, the peer's NIC
  * and VI, the connection); the caller adds what is the packet's own. The
@@ -331,6 +330,7 @@ static inline struct via_wire_hdr fw_wire_hdr(const struct fw_vi *vi, uint8_t ty
                                  .dst_vi = vi->peer_vi, .conn_id = vi->chan->conn_id};
 }
 
+/* One token into the NIC's work queue (room checked by the caller). */
 static inline void wq_put(struct fw_wq *wq, const struct via_db_token *tok, uint64_t ring_ns)
 {
     wq->tok[wq->tail % VIA_QUEUE_DEPTH] = *tok;
