@@ -298,7 +298,7 @@ deps-fuzz: deps
 # ---- tests ------------------------------------------------------------------
 test: deps-test
 	$(MAKE) --no-print-directory progs testprogs
-	@B=$(B) tools/check_layers.sh
+	@$(MAKE) --no-print-directory check-layers
 	@B=$(B) tests/run_tests.sh
 	@$(MAKE) --no-print-directory fuzz-smoke
 

@@ -47,8 +47,8 @@ cell() {
     case $CELL in *MISS*) MISSES+=("$what: $m measured, $mod predicted") ;; esac
 }
 target() { case $1 in sbus) echo "23 185" ;; pci) echo "26 360" ;; *) echo "- -" ;; esac; }
-verdict() { # measured target tolerance
-    awk -v m="$1" -v t="$2" 'BEGIN { if (t == "-") { print "" } else { d = (m - t) / t; printf "%+.1f%% %s", 100 * d, (d < 0 ? -d : d) <= 0.10 ? "PASS" : "MISS" } }'
+verdict() { # measured target (within TOL)
+    awk -v m="$1" -v t="$2" -v tol="$TOL" 'BEGIN { if (t == "-") { print "" } else { d = (m - t) / t; printf "%+.1f%% %s", 100 * d, (d < 0 ? -d : d) <= tol ? "PASS" : "MISS" } }'
 }
 
 echo "Calibration (spec-notes/design.md, Calibration): target within 10%"

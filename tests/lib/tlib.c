@@ -639,22 +639,13 @@ void tl_child_kill(struct tl_child *c)
 static void vipctl_path(char *out, size_t cap)
 {
     const char *env = getenv("TL_VIPCTL");
-    if (env && *env) {
+    char dir[PATH_MAX - 32]; /* room for the rest of the path */
+    if (env && *env)
         snprintf(out, cap, "%s", env);
-        return;
-    }
-    char self[PATH_MAX - 32];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n > 0) {
-        self[n] = 0;
-        char *slash = strrchr(self, '/');
-        if (slash) {
-            *slash = 0;
-            snprintf(out, cap, "%s/../bin/vipctl", self);
-            return;
-        }
-    }
-    snprintf(out, cap, "vipctl");
+    else if (tl_bindir(dir, sizeof dir) == 0)
+        snprintf(out, cap, "%s/../bin/vipctl", dir);
+    else
+        snprintf(out, cap, "vipctl");
 }
 
 int tl_bindir(char *out, size_t cap)

@@ -124,11 +124,8 @@ VIP_RETURN vipl_env_agrees(const char *sock_path, unsigned nic, const char *prof
     if (want_hosts && *want_hosts) {
         char real[PATH_MAX];
         const char *path = realpath(want_hosts, real) ? real : want_hosts;
-        char cut[256]; /* as vipd cuts its own to fit HELLO */
-        size_t l = strnlen(path, sizeof cut - 1);
-        memcpy(cut, path, l);
-        cut[l] = 0;
-        if (strcmp(cut, hosts))
+        /* compared as far as vipd's own, cut to fit HELLO */
+        if (strncmp(path, hosts, sizeof ((struct via_ctl_hello_r *)0)->hosts - 1))
             return vipl_fail(VIP_INVALID_PARAMETER,
                              "VIPD_HOSTS=%s, but the vipd at %s %s%s (%s)", want_hosts,
                              sock_path, hosts[0] ? "reads " : "reads no hosts file", hosts, out);
