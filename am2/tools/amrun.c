@@ -277,10 +277,9 @@ int main(int argc, char **argv)
     if (a >= argc || np < 1 || np > MAX_RANKS || (hostfile && hostlist))
         usage();
     char rdv[512] = "";
-    if (hostlist)
-        hostfile = hostlist; /* from here on: "ranks go over ssh" */
-    if (hostfile && ((hostlist ? list_hosts(hostlist) : read_hosts(hostfile)) ||
-                     amrun_rdv_open(np, rdv, sizeof rdv))) {
+    bool ssh = hostfile || hostlist; /* the ranks start over ssh */
+    if (ssh && ((hostlist ? list_hosts(hostlist) : read_hosts(hostfile)) ||
+                amrun_rdv_open(np, rdv, sizeof rdv))) {
         if (nhosts)
             fprintf(stderr, "amrun: cannot listen for the ranks: %s\n", strerror(errno));
         return 2;
@@ -332,7 +331,7 @@ int main(int argc, char **argv)
             signal(SIGTERM, SIG_DFL);
             signal(SIGHUP, SIG_DFL);
             signal(SIGPIPE, SIG_DFL);
-            if (hostfile) {
+            if (ssh) {
                 setenv("AM2_SPMD_RDV", rdv, 1);
                 exec_ssh(hosts[i % nhosts], argv + a, xv, nx);
             }
@@ -360,7 +359,7 @@ int main(int argc, char **argv)
                      * the job with its code, whatever it is: it left DIR/exit
                      * and told the others, who get a second to leave. */
                     int by = -1, job_code = 0;
-                    if (!failed && !hostfile && exit_mark(dir, &by, &job_code)) {
+                    if (!failed && !ssh && exit_mark(dir, &by, &job_code)) {
                         failed = 1;
                         status = job_code;
                         if (job_code)
