@@ -143,6 +143,29 @@ static int nic_of_interface(const char *ifname)
     return nic;
 }
 
+/* The next line of /etc/hosts (open as f) that lists name: its address
+ * (*ip, inside line) and whether it lists this host's name too; false at
+ * the end. */
+static bool etc_hosts_next(FILE *f, const char *name, char line[NS_LINE_MAX], char **ip,
+                           bool *beside_ours)
+{
+    while (fgets(line, NS_LINE_MAX, f)) {
+        line[strcspn(line, "#\n")] = 0;
+        char *save = NULL;
+        bool named = false;
+        *ip = strtok_r(line, " \t", &save);
+        *beside_ours = false;
+        for (char *w = *ip ? strtok_r(NULL, " \t", &save) : NULL; w;
+             w = strtok_r(NULL, " \t", &save)) {
+            named |= strcasecmp(w, name) == 0;
+            *beside_ours |= strcasecmp(w, kd.hostname) == 0;
+        }
+        if (named && *ip)
+            return true;
+    }
+    return false;
+}
+
 /* Does /etc/hosts give `name` to an address of this machine, or list it
  * beside this host's name? ifname: the interface holding that address, ""
  * if none does (a loopback address, or a line that only lists the name
@@ -153,20 +176,10 @@ static bool etc_hosts_says_ours(const char *name, char ifname[IF_NAMESIZE])
     FILE *f = fopen("/etc/hosts", "r");
     if (!f)
         return false;
-    char line[NS_LINE_MAX];
-    bool ours = false;
-    while (!ours && fgets(line, sizeof line, f)) {
-        line[strcspn(line, "#\n")] = 0;
-        char *save = NULL, *ip = strtok_r(line, " \t", &save);
-        bool named = false, beside_ours = false;
-        for (char *w = ip ? strtok_r(NULL, " \t", &save) : NULL; w;
-             w = strtok_r(NULL, " \t", &save)) {
-            named |= strcasecmp(w, name) == 0;
-            beside_ours |= strcasecmp(w, kd.hostname) == 0;
-        }
-        if (named && ip)
-            ours = local_address(ip, ifname) || beside_ours;
-    }
+    char line[NS_LINE_MAX], *ip;
+    bool ours = false, beside_ours;
+    while (!ours && etc_hosts_next(f, name, line, &ip, &beside_ours))
+        ours = local_address(ip, ifname) || beside_ours;
     fclose(f);
     return ours;
 }
@@ -407,7 +420,6 @@ void kd_ns_free(void)
 
 /* ---- NS_LOOKUP / NS_REVERSE ------------------------------------------------------- */
 
-/* The index-th address of name; false with r failed. */
 /* The IPv4 addresses name stands for: itself if numeric, else the lines of
  * /etc/hosts that list it. */
 static unsigned ipv4_of(const char *name, uint32_t *out, unsigned max)
@@ -419,17 +431,11 @@ static unsigned ipv4_of(const char *name, uint32_t *out, unsigned max)
     }
     unsigned n = 0;
     FILE *f = fopen("/etc/hosts", "r");
-    char line[NS_LINE_MAX];
-    while (f && n < max && fgets(line, sizeof line, f)) {
-        line[strcspn(line, "#\n")] = 0;
-        char *save = NULL, *ip = strtok_r(line, " \t", &save);
-        bool named = false;
-        for (char *w = ip ? strtok_r(NULL, " \t", &save) : NULL; w;
-             w = strtok_r(NULL, " \t", &save))
-            named |= strcasecmp(w, name) == 0;
-        if (named && inet_pton(AF_INET, ip, &a) == 1)
+    char line[NS_LINE_MAX], *ip;
+    bool beside_ours;
+    while (f && n < max && etc_hosts_next(f, name, line, &ip, &beside_ours))
+        if (inet_pton(AF_INET, ip, &a) == 1)
             out[n++] = a.s_addr;
-    }
     if (f)
         fclose(f);
     return n;
@@ -459,6 +465,7 @@ static bool declared_interface(const char *name, uint8_t out[VIA_NIC_ADDR_LEN])
     return false;
 }
 
+/* The index-th address of name; false with r failed. */
 static bool resolve(const char *name, uint32_t index, unsigned own, uint8_t out[VIA_NIC_ADDR_LEN],
                     struct kd_reply *r)
 {
