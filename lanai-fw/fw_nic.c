@@ -452,17 +452,6 @@ static bool sweep_due(struct fw_nic *nic, uint64_t now)
            atomic_compare_exchange_strong(&nic->sweep_next, &next, now + FW_SWEEP_NS);
 }
 
-void fw_linked_mark(struct fw_vi *vi, bool on)
-{
-    if (vi->vi_id >= VIA_MAX_VI)
-        return;
-    uint64_t bit = 1ull << (vi->vi_id % 64);
-    if (on)
-        atomic_fetch_or(&vi->nic->linked[vi->vi_id / 64], bit);
-    else
-        atomic_fetch_and(&vi->nic->linked[vi->vi_id / 64], ~bit);
-}
-
 uint64_t fw_progress(struct fw_nic *nic, bool *did, bool *left)
 {
     uint64_t now = hal_now_ns(), held_min = 0;

@@ -11,8 +11,8 @@
  * The token says how the message reached the NIC (fw_token.c's table of
  * kinds); after T3 every kind travels the same way. Packets leave through
  * the VI's link (fw_link.h) as SEND packets; on a reliable-reception VI the
- * descriptor completes when the peer's ACK for it comes back (fw_rx.c
- * takes ACK and NAK packets off the link).
+ * descriptor completes when the peer's ACK for it comes back (the
+ * completer, fw_comp.c, takes ACK and NAK packets).
  */
 #include <string.h>
 
@@ -21,6 +21,7 @@
 #include "fw.h"
 #include "fw_hal.h"
 #include "fw_link.h"
+#include "fw_rx.h"
 
 const char *const fw_tx_state_name[FW_TX_NSTATES] = {
     [FW_TX_IDLE] = "idle",
@@ -28,8 +29,6 @@ const char *const fw_tx_state_name[FW_TX_NSTATES] = {
     [FW_TX_XDATA] = "xdata",
     [FW_TX_UPDT] = "updt",
 };
-
-#define FW_TX_BLOCKED FW_TX_NSTATES
 
 static bool vi_usable(const struct fw_vi *vi)
 {
@@ -242,65 +241,13 @@ static int tx_xdata(struct fw_vi *vi)
     return FW_TX_UPDT;
 }
 
-/* Does the descriptor complete only on the peer's answer? Reliable
- * reception waits for every message's ACK; on both reliable levels an RDMA
- * write waits for the responder's verdict on the target region (so a
- * protection error is the initiator's descriptor's); a read, for its data. */
-static bool tx_answered(const struct fw_vi *vi)
-{
-    if (vi->tx_rdv || vi->reliability == VIP_SERVICE_RELIABLE_RECEPTION ||
-        vi->txd.op == VIP_CONTROL_OP_RDMAREAD)
-        return true;
-    return vi->txd.op == VIP_CONTROL_OP_RDMAWRITE && vi->reliability != VIP_SERVICE_UNRELIABLE;
-}
-
-/* The peer refused the message (NAK): the descriptor's status and the
- * VI's error. */
-static void tx_refused(struct fw_vi *vi)
-{
-    bool prot = vi->naked_why == VIA_NAK_PROTECTION;
-    uint32_t status = prot ? VIP_STATUS_RDMA_PROT_ERROR : VIP_STATUS_TRANSPORT_ERROR;
-    uint32_t code = !prot ? VIP_ERROR_CONN_LOST
-                          : vi->txd.op == VIP_CONTROL_OP_RDMAREAD ? VIP_ERROR_RDMAR_PROT
-                                                                  : VIP_ERROR_RDMAW_PROT;
-    uint64_t va = vi->txd.va;
-    fw_updt(vi, &vi->txd, false, status, 0);
-    vi->sq.head++;
-    vi->tx = FW_TX_IDLE;
-    fw_vi_error(vi, code, prot ? va : 0);
-}
-
 /* T6 Updt: the message is on the wire (or, when it waits for an answer,
  * answered): write the status, at its modelled time. */
 static int tx_updt(struct fw_vi *vi)
 {
     vi->link.awaiting_answer = false;
-    if (tx_answered(vi) && (int32_t)(vi->acked - vi->tx_seq) < 0) {
-        /* Completes on the peer's answer; a NAK or a broken link fails it. */
-        if (vi->naked && vi->tx_rdv && vi->naked_why == VIA_NAK_PULL_REFUSED) {
-            /* The receiver cannot pull from us: this message and the
-             * connection's next ones go through the ring. */
-            vi->naked = false;
-            vi->tx_rdv = false;
-            vi->cma = false;
-            vi->tx_off = 0;
-            return FW_TX_XDATA;
-        }
-        if (vi->naked) {
-            tx_refused(vi);
-            fw_link_check(vi);
-            return FW_TX_IDLE;
-        }
-        if (atomic_load(&vi->chan->state) != VIA_CHAN_OPEN && !vi->link.ops->pending(&vi->link)) {
-            fw_updt(vi, &vi->txd, false, VIP_STATUS_TRANSPORT_ERROR, 0);
-            vi->sq.head++;
-            vi->tx = FW_TX_IDLE;
-            fw_link_check(vi);
-            return FW_TX_IDLE;
-        }
-        vi->link.awaiting_answer = true;
-        return FW_TX_BLOCKED; /* the answer sets our arrival bit */
-    }
+    if (fw_comp_awaits(vi))
+        return fw_comp_wait(vi); /* completes on the peer's answer (fw_comp.c) */
     if (vi->nic->paced && !fw_release_due(vi, vi->tx_release))
         return FW_TX_BLOCKED;
     const struct via_db_token *tok = tx_token(vi);

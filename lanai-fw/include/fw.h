@@ -255,9 +255,6 @@ struct fw_nic {
 struct fw_vi *fw_vi_get(struct fw_nic *nic, unsigned id);
 void fw_vi_put(struct fw_vi *vi);
 
-/* The VI has a link (or no longer): swept by fw_progress whatever the bits. */
-void fw_linked_mark(struct fw_vi *vi, bool on);
-
 /* ---- liveness of local peers (fw_live.c; vi->lock held) ---------------------- */
 /* Watch the peer process of a new connection (pidfd < 0: nothing to watch). */
 void fw_live_watch(struct fw_vi *vi, int pidfd);

@@ -1,5 +1,5 @@
 /*
- * fw_cmpl.c - T6/R6 Updt, completion queues, flushing and the error rules.
+ * fw_updt.c - T6/R6 Updt, completion queues, flushing and the error rules.
  *
  * The NIC completes a descriptor by writing its control segment (Length,
  * ImmediateData for receives, then Status with DONE last, with release, so a
