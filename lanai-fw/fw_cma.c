@@ -9,7 +9,7 @@
  * address space). The receiving NIC, once the RTS has met a checked
  * receive descriptor, moves the bytes with process_vm_readv(2) straight
  * from the sender's memory into its scatter list, completes the receive
- * and answers with an ACK, which completes the send (fw_rx.c, fw_tx.c).
+ * and answers with an ACK, which completes the send (fw_resp.c, fw_comp.c).
  * An RDMA write goes the same way as a WRITE_RTS: the target NIC checks
  * the target range (TPT, enables) first, then pulls into it.
  *
@@ -67,7 +67,7 @@ void fw_cma_connect(struct fw_vi *vi, int peer_pidfd)
 {
     vi->cma = false;
     vi->cma_pid = 0;
-    vi->tx_rdv = false;
+    vi->req.msg.rdv = false;
     if (!vi->nic->cma_on || vi->nic->paced || vi->link.ops != &fw_link_shm_ops ||
         peer_pidfd < 0 || vi->reliability == VIP_SERVICE_UNRELIABLE)
         return;

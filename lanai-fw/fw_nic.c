@@ -13,7 +13,7 @@
  *   held         a paced effect held until its modelled time; visited
  *                only once real time reaches held_min.
  * A visitor takes a bit with an atomic exchange before it looks at the VI,
- * so work published after the exchange sets the bit again (fw_cmpl.c
+ * so work published after the exchange sets the bit again (fw_updt.c
  * states the ordering).
  *
  * VIs are reference-counted: the table holds one reference and each
@@ -229,7 +229,7 @@ static inline void ring_put(struct fw_vi *vi, bool recv, const struct via_db_tok
     if (prod - atomic_load_explicit(&q->cons, memory_order_acquire) >= VIA_DB_SLOTS) {
         if (!locked)
             fw_lock(&vi->lock);
-        fw_bell_take(q, recv ? &vi->rq : &vi->sq, ring_ns);
+        fw_bell_take(q, recv ? &vi->resp.rq : &vi->req.sq, ring_ns);
         if (!locked)
             fw_unlock(&vi->lock);
     }
@@ -247,7 +247,7 @@ static bool queue_direct(const struct fw_vi *vi)
 {
     return atomic_load_explicit(&vi->db->sq.prod, memory_order_relaxed) ==
                atomic_load_explicit(&vi->db->sq.cons, memory_order_relaxed) &&
-           vi->sq.tail - vi->sq.head < VIA_QUEUE_DEPTH;
+           vi->req.sq.tail - vi->req.sq.head < VIA_QUEUE_DEPTH;
 }
 
 uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
@@ -267,14 +267,14 @@ uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
     uint64_t cost = 0;
     if (nic->paced) {
         double c = fw_cost_post(nic->prof, recv ? FW_EXT_STANDARD : mode, bytes);
-        fw_account(nic, st, vi->vi_id, recv ? 0 : vi->tx_seq + 1, bytes, c);
+        fw_account(nic, st, vi->vi_id, recv ? 0 : vi->req.seq + 1, bytes, c);
         cost = (uint64_t)c;
     }
     if (!recv && !nic->paced && queue_direct(vi))
-        wq_put(&vi->sq, tok, 0);
+        wq_put(&vi->req.sq, tok, 0);
     else
         ring_put(vi, recv, tok, rung_ns + cost, true);
-    FW_TRACE(nic, st, vi->vi_id, recv ? 0 : vi->tx_seq + 1, bytes);
+    FW_TRACE(nic, st, vi->vi_id, recv ? 0 : vi->req.seq + 1, bytes);
     if (!recv && !nic->paced) {
         /* Hardware doorbells: the NIC is pointed at this VI and runs at once,
          * on this CPU (the fastest path; native has no model to keep). */
@@ -311,8 +311,8 @@ uint64_t nic_done_cost(const struct fw_vi *vi)
 /* A cheap fingerprint of a VI's pipeline positions: did a visit move it? */
 static uint64_t vi_sig(const struct fw_vi *vi)
 {
-    return (uint64_t)vi->sq.head * 31u + vi->rq.head * 17u + vi->sq.tail * 7u +
-           vi->rq.tail * 5u + vi->rx_pkts * 3u + vi->tx_off + vi->acked + (uint64_t)vi->tx + vi->rresp.off +
+    return (uint64_t)vi->req.sq.head * 31u + vi->resp.rq.head * 17u + vi->req.sq.tail * 7u +
+           vi->resp.rq.tail * 5u + vi->resp.pkts * 3u + vi->req.msg.off + vi->comp.acked + (uint64_t)vi->req.state + vi->resp.rd.off +
            (vi->wake_peer ? 1u : 0u);
 }
 
@@ -336,9 +336,9 @@ static void vi_settle(struct fw_vi *vi)
     if (vi->held)
         held_note(vi);
     atomic_store_explicit(&vi->quiet,
-                          vi->chan && !vi->held && !vi->wake_peer && vi->tx == FW_TX_IDLE &&
-                              vi->sq.head == vi->sq.tail && !vi->ack_owed && !vi->nak_owed &&
-                              !vi->rresp.active && !vi->in_error,
+                          vi->chan && !vi->held && !vi->wake_peer && vi->req.state == FW_TX_IDLE &&
+                              vi->req.sq.head == vi->req.sq.tail && !vi->resp.ack_owed && !vi->resp.nak_owed &&
+                              !vi->resp.rd.active && !vi->in_error,
                           memory_order_release);
 }
 
@@ -361,7 +361,7 @@ void fw_vi_run(struct fw_vi *vi, bool may_wake)
         vi->wake_peer = false;
         fw_notify_peer(vi);
     }
-    bool tx_work = vi->tx != FW_TX_IDLE || vi->sq.head != vi->sq.tail ||
+    bool tx_work = vi->req.state != FW_TX_IDLE || vi->req.sq.head != vi->req.sq.tail ||
                    atomic_load_explicit(&vi->db->sq.prod, memory_order_acquire) !=
                        atomic_load_explicit(&vi->db->sq.cons, memory_order_relaxed);
     if (tx_work)
@@ -369,7 +369,7 @@ void fw_vi_run(struct fw_vi *vi, bool may_wake)
     fw_rx_progress(vi);
     /* An ACK or NAK just taken may complete a send waiting for it; only
      * then is a closed or broken link the VI's error. */
-    if (vi->tx != FW_TX_IDLE)
+    if (vi->req.state != FW_TX_IDLE)
         fw_tx_progress(vi);
     fw_link_check(vi);
     vi_settle(vi);

@@ -36,8 +36,8 @@
 void fw_resp_answer(struct fw_vi *vi)
 {
     struct fw_link *l = &vi->link;
-    while (vi->ack_owed || vi->nak_owed) {
-        bool nak = vi->nak_owed != 0;
+    while (vi->resp.ack_owed || vi->resp.nak_owed) {
+        bool nak = vi->resp.nak_owed != 0;
         struct via_wire_hdr *h = l->ops->reserve(l, 0);
         if (!h) {
             l->ops->stall(l);
@@ -45,13 +45,13 @@ void fw_resp_answer(struct fw_vi *vi)
             return;
         }
         *h = fw_wire_hdr(vi, nak ? VIA_PKT_NAK : VIA_PKT_ACK);
-        h->ack_seq = nak ? vi->nak_owed : vi->ack_owed;
-        h->imm = nak ? vi->nak_reason : 0;
+        h->ack_seq = nak ? vi->resp.nak_owed : vi->resp.ack_owed;
+        h->imm = nak ? vi->resp.nak_reason : 0;
         l->ops->publish(l, h);
         if (nak)
-            vi->nak_owed = 0;
+            vi->resp.nak_owed = 0;
         else
-            vi->ack_owed = 0;
+            vi->resp.ack_owed = 0;
         fw_peer_published(vi);
     }
 }
@@ -60,8 +60,8 @@ void fw_resp_answer(struct fw_vi *vi)
 static void resp_refuse(struct fw_vi *vi, uint32_t seq, uint32_t reason)
 {
     if (vi->reliability != VIP_SERVICE_UNRELIABLE) {
-        vi->nak_owed = seq;
-        vi->nak_reason = reason;
+        vi->resp.nak_owed = seq;
+        vi->resp.nak_reason = reason;
         fw_resp_answer(vi);
     }
 }
@@ -87,19 +87,19 @@ static uint64_t resp_read_arrive(struct fw_vi *vi, uint32_t len)
 void fw_resp_respond(struct fw_vi *vi)
 {
     struct fw_link *l = &vi->link;
-    while (vi->rresp.active) {
-        uint32_t left = vi->rresp.len - vi->rresp.off;
+    while (vi->resp.rd.active) {
+        uint32_t left = vi->resp.rd.len - vi->resp.rd.off;
         uint32_t mtu = fw_link_mtu(l);
         uint32_t frag = left < mtu ? left : mtu;
         /* Each chunk's range is checked again as it is read: memory
          * deregistered meanwhile is never read (the check and the copy are
          * one turn under the VI's lock: nic_mem_fence). The read then
          * fails at the initiator with a protection error. */
-        if (frag && fw_tpt_check_rdma(vi, vi->rresp.rkey, vi->rresp.raddr + vi->rresp.off, frag,
+        if (frag && fw_tpt_check_rdma(vi, vi->resp.rd.rkey, vi->resp.rd.raddr + vi->resp.rd.off, frag,
                                       VIA_TPT_RDMA_READ)) {
-            vi->rresp.active = false;
-            fw_rx_refused(vi, VIA_RXC_RDMAR_PROT, vi->rresp.seq);
-            resp_refuse(vi, vi->rresp.seq, VIA_NAK_PROTECTION);
+            vi->resp.rd.active = false;
+            fw_rx_refused(vi, VIA_RXC_RDMAR_PROT, vi->resp.rd.seq);
+            resp_refuse(vi, vi->resp.rd.seq, VIA_NAK_PROTECTION);
             fw_vi_error(vi, VIP_ERROR_RDMAR_PROT, 0);
             return;
         }
@@ -110,18 +110,18 @@ void fw_resp_respond(struct fw_vi *vi)
             return;
         }
         if (frag)
-            hal_dma_gather(h + 1, vi->rresp.raddr + vi->rresp.off, frag, fw_link_dma(l));
-        bool last = vi->rresp.off + frag == vi->rresp.len;
+            hal_dma_gather(h + 1, vi->resp.rd.raddr + vi->resp.rd.off, frag, fw_link_dma(l));
+        bool last = vi->resp.rd.off + frag == vi->resp.rd.len;
         *h = fw_wire_hdr(vi, VIA_PKT_RDMA_READ_RESP);
-        h->flags = (vi->rresp.off == 0 ? VIA_PKT_FIRST : 0) | (last ? VIA_PKT_LAST : 0);
-        h->msg_seq = vi->rresp.seq;
-        h->msg_len = vi->rresp.len;
-        h->frag_off = vi->rresp.off;
+        h->flags = (vi->resp.rd.off == 0 ? VIA_PKT_FIRST : 0) | (last ? VIA_PKT_LAST : 0);
+        h->msg_seq = vi->resp.rd.seq;
+        h->msg_len = vi->resp.rd.len;
+        h->frag_off = vi->resp.rd.off;
         h->frag_len = frag;
-        h->arrive_ns = vi->rresp.arrive_ns;
+        h->arrive_ns = vi->resp.rd.arrive_ns;
         l->ops->publish(l, h);
-        vi->rresp.off += frag;
-        vi->rresp.active = !last;
+        vi->resp.rd.off += frag;
+        vi->resp.rd.active = !last;
         fw_peer_published(vi);
     }
 }
@@ -131,10 +131,10 @@ void fw_resp_respond(struct fw_vi *vi)
  * break the connection (VIP_ERROR_RECVQ_EMPTY), with a NAK to the peer. */
 static const struct via_db_token *resp_next_recv(struct fw_vi *vi, uint32_t seq)
 {
-    if (vi->rq.head == vi->rq.tail)
-        fw_bell_take(&vi->db->rq, &vi->rq, NULL);
-    if (vi->rq.head != vi->rq.tail)
-        return &vi->rq.tok[vi->rq.head % VIA_QUEUE_DEPTH];
+    if (vi->resp.rq.head == vi->resp.rq.tail)
+        fw_bell_take(&vi->db->rq, &vi->resp.rq, NULL);
+    if (vi->resp.rq.head != vi->resp.rq.tail)
+        return &vi->resp.rq.tok[vi->resp.rq.head % VIA_QUEUE_DEPTH];
     fw_rx_refused(vi, VIA_RXC_NO_RECV, seq);
     resp_refuse(vi, seq, VIA_NAK_NO_RECV);
     fw_vi_error(vi, VIP_ERROR_RECVQ_EMPTY, 0);
@@ -144,27 +144,27 @@ static const struct via_db_token *resp_next_recv(struct fw_vi *vi, uint32_t seq)
 /* R3 Receive of a FIRST fragment, then R4 XDes. Returns the next state. */
 static enum fw_rx_state resp_first(struct fw_vi *vi, const struct via_wire_hdr *h)
 {
-    vi->rx_seq = h->msg_seq;
+    vi->resp.seq = h->msg_seq;
     FW_TRACE(vi->nic, VIA_ST_R3_RECEIVE, vi->vi_id, h->msg_seq, h->msg_len);
     if (vi->in_error)
         return FW_RX_DISCARD;
     const struct via_db_token *tok = resp_next_recv(vi, h->msg_seq);
     if (!tok)
         return FW_RX_DISCARD;
-    fw_xdes_fetch(vi, tok, true, &vi->rxd);
-    FW_TRACE(vi->nic, VIA_ST_R4_XDES, vi->vi_id, h->msg_seq, vi->rxd.total);
-    uint32_t err = vi->rxd.status;
-    if (!err && h->msg_len > vi->rxd.total)
+    fw_xdes_fetch(vi, tok, true, &vi->resp.rxd);
+    FW_TRACE(vi->nic, VIA_ST_R4_XDES, vi->vi_id, h->msg_seq, vi->resp.rxd.total);
+    uint32_t err = vi->resp.rxd.status;
+    if (!err && h->msg_len > vi->resp.rxd.total)
         err = VIP_STATUS_LENGTH_ERROR; /* the buffers cannot hold the message */
     if (err) {
-        fw_updt(vi, &vi->rxd, true, err, 0);
-        vi->rq.head++;
+        fw_updt(vi, &vi->resp.rxd, true, err, 0);
+        vi->resp.rq.head++;
         fw_rx_refused(vi, VIA_RXC_RECV_ERROR, h->msg_seq);
         resp_refuse(vi, h->msg_seq, VIA_NAK_RECV_ERROR);
-        fw_vi_error(vi, VIP_ERROR_POST_DESC, vi->rxd.va);
+        fw_vi_error(vi, VIP_ERROR_POST_DESC, vi->resp.rxd.va);
         return FW_RX_DISCARD;
     }
-    vi->rx_got = 0;
+    vi->resp.got = 0;
     return FW_RX_XDATA;
 }
 
@@ -172,24 +172,24 @@ static enum fw_rx_state resp_first(struct fw_vi *vi, const struct via_wire_hdr *
 static enum fw_rx_state resp_xdata(struct fw_vi *vi, const struct via_wire_hdr *h,
                                  const uint8_t *payload)
 {
-    if (h->frag_off != vi->rx_got) {
+    if (h->frag_off != vi->resp.got) {
         fw_rx_broken(vi, "a fragment out of order", NULL);
         return FW_RX_IDLE;
     }
-    fw_xdata_copy(&vi->rxd, h->frag_off, (uint8_t *)(uintptr_t)payload, h->frag_len,
+    fw_xdata_copy(&vi->resp.rxd, h->frag_off, (uint8_t *)(uintptr_t)payload, h->frag_len,
                   HAL_DMA_TO_HOST);
-    vi->rx_got += h->frag_len;
+    vi->resp.got += h->frag_len;
     FW_TRACE(vi->nic, VIA_ST_R5_XDATA, vi->vi_id, h->msg_seq, h->frag_len);
     if (!(h->flags & VIA_PKT_LAST))
         return FW_RX_XDATA;
     if (h->flags & VIA_PKT_IMM)
-        vi->rxd.imm = h->imm;
-    fw_updt(vi, &vi->rxd, true, (h->flags & VIA_PKT_IMM) ? VIP_STATUS_IMMEDIATE : 0,
-            vi->rx_got);
-    vi->rq.head++;
+        vi->resp.rxd.imm = h->imm;
+    fw_updt(vi, &vi->resp.rxd, true, (h->flags & VIA_PKT_IMM) ? VIP_STATUS_IMMEDIATE : 0,
+            vi->resp.got);
+    vi->resp.rq.head++;
     /* Reliable reception: the sender's descriptor completes on our ACK. */
     if (vi->reliability == VIP_SERVICE_RELIABLE_RECEPTION) {
-        vi->ack_owed = h->msg_seq;
+        vi->resp.ack_owed = h->msg_seq;
         fw_resp_answer(vi);
     }
     return FW_RX_IDLE;
@@ -198,12 +198,12 @@ static enum fw_rx_state resp_xdata(struct fw_vi *vi, const struct via_wire_hdr *
 /* SEND: R3/R4 on the first fragment, R5 on each, R6 after the last. */
 void fw_resp_send(struct fw_vi *vi, const struct via_wire_hdr *h, const uint8_t *payload)
 {
-    if (vi->rx == FW_RX_IDLE)
-        vi->rx = resp_first(vi, h);
-    if (vi->rx == FW_RX_XDATA)
-        vi->rx = resp_xdata(vi, h, payload);
-    else if (vi->rx == FW_RX_DISCARD && (h->flags & VIA_PKT_LAST))
-        vi->rx = FW_RX_IDLE;
+    if (vi->resp.state == FW_RX_IDLE)
+        vi->resp.state = resp_first(vi, h);
+    if (vi->resp.state == FW_RX_XDATA)
+        vi->resp.state = resp_xdata(vi, h, payload);
+    else if (vi->resp.state == FW_RX_DISCARD && (h->flags & VIA_PKT_LAST))
+        vi->resp.state = FW_RX_IDLE;
 }
 
 /* An RTS we cannot pull (VIP_CMA is not 1 here, the kernel's EPERM): the
@@ -212,9 +212,9 @@ void fw_resp_send(struct fw_vi *vi, const struct via_wire_hdr *h, const uint8_t 
 static void resp_pull_refused(struct fw_vi *vi, const struct via_wire_hdr *h)
 {
     vi->cma = false;
-    vi->rx_seq = h->msg_seq - 1;
-    vi->nak_owed = h->msg_seq;
-    vi->nak_reason = VIA_NAK_PULL_REFUSED;
+    vi->resp.seq = h->msg_seq - 1;
+    vi->resp.nak_owed = h->msg_seq;
+    vi->resp.nak_reason = VIA_NAK_PULL_REFUSED;
     fw_resp_answer(vi);
 }
 
@@ -232,16 +232,16 @@ void fw_resp_send_rts(struct fw_vi *vi, const struct via_wire_hdr *h, const uint
         fw_rx_broken(vi, "a bad pull request", NULL); /* no correct NIC sends it */
         return;
     }
-    vi->rx = resp_first(vi, h);
-    if (vi->rx != FW_RX_XDATA) {
-        vi->rx = FW_RX_IDLE;
+    vi->resp.state = resp_first(vi, h);
+    if (vi->resp.state != FW_RX_XDATA) {
+        vi->resp.state = FW_RX_IDLE;
         return;
     }
-    int err = fw_cma_pull(vi, src, n, h->msg_len, &vi->rxd);
+    int err = fw_cma_pull(vi, src, n, h->msg_len, &vi->resp.rxd);
     if (err == EPERM) {
         /* The kernel's refusal, or ours (VIP_CMA off, refused once): the
          * descriptor stays queued for the ring's copy. */
-        vi->rx = FW_RX_IDLE;
+        vi->resp.state = FW_RX_IDLE;
         resp_pull_refused(vi, h);
         return;
     }
@@ -254,16 +254,16 @@ void fw_resp_send_rts(struct fw_vi *vi, const struct via_wire_hdr *h, const uint
         fw_rx_broken(vi, "the sender's memory cannot be pulled", NULL);
         return;
     }
-    vi->rx = FW_RX_IDLE;
+    vi->resp.state = FW_RX_IDLE;
     /* The ACK before the completion: once the program sees its receive it
      * may disconnect at once, and the send completes only on this ACK. */
-    vi->ack_owed = h->msg_seq;
+    vi->resp.ack_owed = h->msg_seq;
     fw_resp_answer(vi);
     if (h->flags & VIA_PKT_IMM)
-        vi->rxd.imm = h->imm;
-    fw_updt(vi, &vi->rxd, true, (h->flags & VIA_PKT_IMM) ? VIP_STATUS_IMMEDIATE : 0,
+        vi->resp.rxd.imm = h->imm;
+    fw_updt(vi, &vi->resp.rxd, true, (h->flags & VIA_PKT_IMM) ? VIP_STATUS_IMMEDIATE : 0,
             h->msg_len);
-    vi->rq.head++;
+    vi->resp.rq.head++;
 }
 
 /* The responder's check of an RDMA write's whole target range, before a
@@ -294,20 +294,20 @@ static void resp_write_placed(struct fw_vi *vi, const struct via_wire_hdr *h)
         const struct via_db_token *tok = resp_next_recv(vi, h->msg_seq);
         if (!tok)
             return;
-        fw_xdes_fetch(vi, tok, true, &vi->rxd);
-        vi->rxd.imm = h->imm;
-        vi->rxd.op = VIP_CONTROL_OP_RDMAWRITE; /* reported as the remote's write */
-        fw_updt(vi, &vi->rxd, true,
-                vi->rxd.status ? vi->rxd.status : VIP_STATUS_IMMEDIATE, h->msg_len);
-        vi->rq.head++;
-        if (vi->rxd.status) {
+        fw_xdes_fetch(vi, tok, true, &vi->resp.rxd);
+        vi->resp.rxd.imm = h->imm;
+        vi->resp.rxd.op = VIP_CONTROL_OP_RDMAWRITE; /* reported as the remote's write */
+        fw_updt(vi, &vi->resp.rxd, true,
+                vi->resp.rxd.status ? vi->resp.rxd.status : VIP_STATUS_IMMEDIATE, h->msg_len);
+        vi->resp.rq.head++;
+        if (vi->resp.rxd.status) {
             resp_refuse(vi, h->msg_seq, VIA_NAK_RECV_ERROR);
-            fw_vi_error(vi, VIP_ERROR_POST_DESC, vi->rxd.va);
+            fw_vi_error(vi, VIP_ERROR_POST_DESC, vi->resp.rxd.va);
             return;
         }
     }
     if (vi->reliability != VIP_SERVICE_UNRELIABLE) {
-        vi->ack_owed = h->msg_seq;
+        vi->resp.ack_owed = h->msg_seq;
         fw_resp_answer(vi);
     }
 }
@@ -323,30 +323,30 @@ void fw_resp_write(struct fw_vi *vi, const struct via_wire_hdr *h,
                           const uint8_t *payload)
 {
     bool first = h->flags & VIA_PKT_FIRST, last = h->flags & VIA_PKT_LAST;
-    if (!first && (h->rkey != vi->rdma_rkey || h->raddr != vi->rdma_raddr ||
-                   h->msg_len != vi->rdma_len || h->frag_off != vi->rx_got)) {
+    if (!first && (h->rkey != vi->resp.wr.rkey || h->raddr != vi->resp.wr.raddr ||
+                   h->msg_len != vi->resp.wr.len || h->frag_off != vi->resp.got)) {
         /* Later fragments must be of the message whose whole range was
          * checked: the same target, in order. */
         fw_rx_broken(vi, "an RDMA write fragment of another message", NULL);
         return;
     }
-    vi->rx_got = first ? h->frag_len : vi->rx_got + h->frag_len;
+    vi->resp.got = first ? h->frag_len : vi->resp.got + h->frag_len;
     if (first) {
-        vi->rx_seq = h->msg_seq;
-        vi->rdma_rkey = h->rkey;
-        vi->rdma_raddr = h->raddr;
-        vi->rdma_len = h->msg_len;
-        vi->rx = resp_write_target_ok(vi, h, h->raddr, h->msg_len) ? FW_RX_PLACE : FW_RX_DISCARD;
-    } else if (vi->rx == FW_RX_PLACE && h->frag_len &&
+        vi->resp.seq = h->msg_seq;
+        vi->resp.wr.rkey = h->rkey;
+        vi->resp.wr.raddr = h->raddr;
+        vi->resp.wr.len = h->msg_len;
+        vi->resp.state = resp_write_target_ok(vi, h, h->raddr, h->msg_len) ? FW_RX_PLACE : FW_RX_DISCARD;
+    } else if (vi->resp.state == FW_RX_PLACE && h->frag_len &&
                !resp_write_target_ok(vi, h, h->raddr + h->frag_off, h->frag_len)) {
-        vi->rx = FW_RX_DISCARD;
+        vi->resp.state = FW_RX_DISCARD;
     }
-    if (vi->rx == FW_RX_PLACE && h->frag_len)
+    if (vi->resp.state == FW_RX_PLACE && h->frag_len)
         hal_dma_to_host(h->raddr + h->frag_off, payload, h->frag_len);
     if (!last)
         return;
-    bool placed = vi->rx == FW_RX_PLACE;
-    vi->rx = FW_RX_IDLE;
+    bool placed = vi->resp.state == FW_RX_PLACE;
+    vi->resp.state = FW_RX_IDLE;
     if (placed)
         resp_write_placed(vi, h);
 }
@@ -362,7 +362,7 @@ void fw_resp_write_rts(struct fw_vi *vi, const struct via_wire_hdr *h, const uin
         fw_rx_broken(vi, "a bad RDMA write pull request", NULL);
         return;
     }
-    vi->rx_seq = h->msg_seq;
+    vi->resp.seq = h->msg_seq;
     if (!resp_write_target_ok(vi, h, h->raddr, h->msg_len))
         return;
     struct fw_xdes dst = {.segcount = 1, .seg[0] = {.va = h->raddr, .len = h->msg_len}};
@@ -386,7 +386,7 @@ void fw_resp_read_req(struct fw_vi *vi, const struct via_wire_hdr *h,
                              const uint8_t *payload)
 {
     (void)payload;
-    vi->rx_seq = h->msg_seq;
+    vi->resp.seq = h->msg_seq;
     FW_TRACE(vi->nic, VIA_ST_R3_RECEIVE, vi->vi_id, h->msg_seq, 0);
     if (vi->in_error)
         return;
@@ -399,12 +399,12 @@ void fw_resp_read_req(struct fw_vi *vi, const struct via_wire_hdr *h,
         fw_vi_error(vi, VIP_ERROR_RDMAR_PROT, 0);
         return;
     }
-    vi->rresp.active = true;
-    vi->rresp.seq = h->msg_seq;
-    vi->rresp.rkey = h->rkey;
-    vi->rresp.raddr = h->raddr;
-    vi->rresp.len = h->msg_len;
-    vi->rresp.off = 0;
-    vi->rresp.arrive_ns = resp_read_arrive(vi, h->msg_len);
+    vi->resp.rd.active = true;
+    vi->resp.rd.seq = h->msg_seq;
+    vi->resp.rd.rkey = h->rkey;
+    vi->resp.rd.raddr = h->raddr;
+    vi->resp.rd.len = h->msg_len;
+    vi->resp.rd.off = 0;
+    vi->resp.rd.arrive_ns = resp_read_arrive(vi, h->msg_len);
     fw_resp_respond(vi);
 }

@@ -26,7 +26,7 @@
 static bool rx_due(struct fw_vi *vi, const struct via_wire_hdr *h, uint64_t key)
 {
     struct fw_nic *nic = vi->nic;
-    if (vi->rx_sched_for != key) {
+    if (vi->resp.sched_for != key) {
         const struct via_profile *p = nic->prof;
         bool first = h->flags & VIA_PKT_FIRST, last = h->flags & VIA_PKT_LAST;
         /* A read's request carries no data (its response is paced as the
@@ -42,8 +42,8 @@ static bool rx_due(struct fw_vi *vi, const struct via_wire_hdr *h, uint64_t key)
         double c6 = last && desc ? fw_cost_stage(p, VIA_ST_R6_UPDT, FW_EXT_STANDARD, n, 1) : 0;
         uint64_t dur = (uint64_t)(c3 + c4 + c5 + c6);
         uint64_t start = fw_sched_recv(nic, h->arrive_ns ? h->arrive_ns : hal_model_now_ns(), dur);
-        vi->rx_release = start + dur;
-        vi->rx_sched_for = key;
+        vi->resp.release = start + dur;
+        vi->resp.sched_for = key;
         if (first) {
             fw_account(nic, VIA_ST_R3_RECEIVE, vi->vi_id, h->msg_seq, n, c3);
             fw_account(nic, VIA_ST_R4_XDES, vi->vi_id, h->msg_seq, n, c4);
@@ -52,7 +52,7 @@ static bool rx_due(struct fw_vi *vi, const struct via_wire_hdr *h, uint64_t key)
         if (last)
             fw_account(nic, VIA_ST_R6_UPDT, vi->vi_id, h->msg_seq, n, c6);
     }
-    return fw_release_due(vi, vi->rx_release);
+    return fw_release_due(vi, vi->resp.release);
 }
 
 typedef void (*rx_op_fn)(struct fw_vi *, const struct via_wire_hdr *, const uint8_t *);
@@ -74,9 +74,9 @@ static void rx_packets(struct fw_vi *vi)
 {
     struct fw_link *l = &vi->link;
     unsigned n = 0;
-    if (vi->ack_owed || vi->nak_owed)
+    if (vi->resp.ack_owed || vi->resp.nak_owed)
         fw_resp_answer(vi); /* what the link was too full to take last time */
-    if (vi->rresp.active)
+    if (vi->resp.rd.active)
         fw_resp_respond(vi);
     for (;;) {
         struct via_wire_hdr h;
@@ -101,13 +101,13 @@ static void rx_packets(struct fw_vi *vi)
                 continue;
             }
         }
-        if (rx_ops[h.type].message && vi->nic->paced && !rx_due(vi, &h, vi->rx_pkts + 1))
+        if (rx_ops[h.type].message && vi->nic->paced && !rx_due(vi, &h, vi->resp.pkts + 1))
             break;
         if ((h.flags & VIA_PKT_FIRST) && h.type != VIA_PKT_RDMA_READ_RESP)
-            vi->rx_op = h.type;
+            vi->resp.op = h.type;
         rx_ops[h.type].fn(vi, &h, payload);
         l->ops->consume(l, &h);
-        vi->rx_pkts++;
+        vi->resp.pkts++;
         n++;
     }
     if (l->ops->drained(l, n))
@@ -124,9 +124,9 @@ bool fw_rx_pending(const struct fw_vi *vi)
 
 void fw_rx_progress(struct fw_vi *vi)
 {
-    uint32_t took = fw_bell_take(&vi->db->rq, &vi->rq, NULL);
+    uint32_t took = fw_bell_take(&vi->db->rq, &vi->resp.rq, NULL);
     if (took)
-        FW_TRACE(vi->nic, VIA_ST_R2_BELL, vi->vi_id, vi->rx_seq, took);
+        FW_TRACE(vi->nic, VIA_ST_R2_BELL, vi->vi_id, vi->resp.seq, took);
     if (vi->in_error) {
         fw_flush(vi);
         return;

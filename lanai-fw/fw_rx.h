@@ -59,16 +59,16 @@ void fw_comp_read_resp(struct fw_vi *vi, const struct via_wire_hdr *h, const uin
  * a message sent as an RTS, for the receiver's pull. */
 static inline bool fw_comp_needs_answer(const struct fw_vi *vi)
 {
-    if (vi->tx_rdv || vi->reliability == VIP_SERVICE_RELIABLE_RECEPTION ||
-        vi->txd.op == VIP_CONTROL_OP_RDMAREAD)
+    if (vi->req.msg.rdv || vi->reliability == VIP_SERVICE_RELIABLE_RECEPTION ||
+        vi->req.txd.op == VIP_CONTROL_OP_RDMAREAD)
         return true;
-    return vi->txd.op == VIP_CONTROL_OP_RDMAWRITE && vi->reliability != VIP_SERVICE_UNRELIABLE;
+    return vi->req.txd.op == VIP_CONTROL_OP_RDMAWRITE && vi->reliability != VIP_SERVICE_UNRELIABLE;
 }
 
 /* T6 of a message that needs an answer the peer has not yet given. */
 static inline bool fw_comp_awaits(const struct fw_vi *vi)
 {
-    return fw_comp_needs_answer(vi) && (int32_t)(vi->acked - vi->tx_seq) < 0;
+    return fw_comp_needs_answer(vi) && (int32_t)(vi->comp.acked - vi->req.seq) < 0;
 }
 
 /* T6's next state while the message awaits its answer: a NAK fails it

@@ -38,18 +38,18 @@ const char *const fw_rx_state_name[FW_RX_NSTATES] = {
 void fw_rx_broken(struct fw_vi *vi, const char *why, const struct via_wire_hdr *h)
 {
     fprintf(stderr, "vipl: VI %u: the link broke: %s (rx %s, seq %u)", vi->vi_id, why,
-            fw_rx_state_name[vi->rx], (unsigned)vi->rx_seq);
+            fw_rx_state_name[vi->resp.state], (unsigned)vi->resp.seq);
     if (h)
         fprintf(stderr, "; header: type %u conn %u (ours %u) dst_vi %u msg_seq %u frag %u+%u of %u",
                 (unsigned)h->type, (unsigned)h->conn_id, (unsigned)vi->chan->conn_id,
                 (unsigned)h->dst_vi, (unsigned)h->msg_seq, (unsigned)h->frag_off,
                 (unsigned)h->frag_len, (unsigned)h->msg_len);
     fputc('\n', stderr);
-    if (vi->rx == FW_RX_XDATA) {
-        fw_updt(vi, &vi->rxd, true, VIP_STATUS_TRANSPORT_ERROR, vi->rx_got);
-        vi->rq.head++;
+    if (vi->resp.state == FW_RX_XDATA) {
+        fw_updt(vi, &vi->resp.rxd, true, VIP_STATUS_TRANSPORT_ERROR, vi->resp.got);
+        vi->resp.rq.head++;
     }
-    vi->rx = FW_RX_IDLE;
+    vi->resp.state = FW_RX_IDLE;
     uint32_t open = VIA_CHAN_OPEN;
     atomic_compare_exchange_strong(&vi->chan->state, &open, VIA_CHAN_BROKEN);
     /* Even an unreliable VI cannot go on without a usable link (only
@@ -69,8 +69,8 @@ enum via_rx_check fw_rx_check_header(const struct fw_vi *vi, const struct via_wi
         return VIA_RXC_DST_VI;
     if (h->type == VIA_PKT_ACK || h->type == VIA_PKT_NAK)
         /* Only a message we sent can be answered, and each once. */
-        return h->frag_len == 0 && (int32_t)(h->ack_seq - vi->acked) > 0 &&
-                       (int32_t)(h->ack_seq - vi->tx_seq) <= 0
+        return h->frag_len == 0 && (int32_t)(h->ack_seq - vi->comp.acked) > 0 &&
+                       (int32_t)(h->ack_seq - vi->req.seq) <= 0
                    ? VIA_RXC_OK
                    : VIA_RXC_ANSWER;
     if (h->msg_len > VIA_MAX_TRANSFER || h->frag_len > h->msg_len ||
@@ -78,27 +78,27 @@ enum via_rx_check fw_rx_check_header(const struct fw_vi *vi, const struct via_wi
         return VIA_RXC_LENGTH;
     if (h->type == VIA_PKT_RDMA_READ_RESP)
         /* Only the read we have in flight, in order, and no more of it. */
-        return vi->tx == FW_TX_UPDT && vi->txd.op == VIP_CONTROL_OP_RDMAREAD &&
-                       h->msg_seq == vi->tx_seq && (int32_t)(vi->acked - vi->tx_seq) < 0 &&
-                       h->msg_len == vi->txd.total && h->frag_off == vi->rd_got &&
+        return vi->req.state == FW_TX_UPDT && vi->req.txd.op == VIP_CONTROL_OP_RDMAREAD &&
+                       h->msg_seq == vi->req.seq && (int32_t)(vi->comp.acked - vi->req.seq) < 0 &&
+                       h->msg_len == vi->req.txd.total && h->frag_off == vi->req.msg.rd_got &&
                        ((h->flags & VIA_PKT_FIRST) != 0) == (h->frag_off == 0) &&
                        ((h->flags & VIA_PKT_LAST) != 0) ==
                            (h->frag_off + h->frag_len == h->msg_len)
                    ? VIA_RXC_OK
                    : VIA_RXC_READ_RESP;
     if (h->type == VIA_PKT_RDMA_READ_REQ &&
-        (h->flags != (VIA_PKT_FIRST | VIA_PKT_LAST) || h->frag_len || vi->rresp.active ||
+        (h->flags != (VIA_PKT_FIRST | VIA_PKT_LAST) || h->frag_len || vi->resp.rd.active ||
          vi->reliability == VIP_SERVICE_UNRELIABLE))
         return VIA_RXC_READ_REQ; /* one header, one read at a time, from a VI that may read */
     bool first = h->flags & VIA_PKT_FIRST;
-    if (first != (vi->rx == FW_RX_IDLE))
+    if (first != (vi->resp.state == FW_RX_IDLE))
         return VIA_RXC_FIRST;
-    if (!first && h->type != vi->rx_op)
+    if (!first && h->type != vi->resp.op)
         return VIA_RXC_KIND; /* a fragment of another kind of message than the one in progress */
     if (first && fw_rx_lossy(vi))
         /* messages may be missing */
-        return (int32_t)(h->msg_seq - vi->rx_seq) > 0 ? VIA_RXC_OK : VIA_RXC_SEQ;
-    if (first ? h->msg_seq != vi->rx_seq + 1 : h->msg_seq != vi->rx_seq)
+        return (int32_t)(h->msg_seq - vi->resp.seq) > 0 ? VIA_RXC_OK : VIA_RXC_SEQ;
+    if (first ? h->msg_seq != vi->resp.seq + 1 : h->msg_seq != vi->resp.seq)
         return VIA_RXC_SEQ;
     return VIA_RXC_OK;
 }
@@ -129,10 +129,10 @@ bool fw_rx_lossy(const struct fw_vi *vi)
  * other packet is dropped and counted. true: the packet is to be taken. */
 bool fw_rx_lossy_fit(struct fw_vi *vi, const struct via_wire_hdr *h)
 {
-    if ((h->flags & VIA_PKT_FIRST) && vi->rx != FW_RX_IDLE &&
-        (int32_t)(h->msg_seq - vi->rx_seq) > 0 && h->type != VIA_PKT_RDMA_READ_RESP) {
-        vi->rx = FW_RX_IDLE;
-        fw_rx_refused(vi, VIA_RXC_LOSSY_GONE, vi->rx_seq);
+    if ((h->flags & VIA_PKT_FIRST) && vi->resp.state != FW_RX_IDLE &&
+        (int32_t)(h->msg_seq - vi->resp.seq) > 0 && h->type != VIA_PKT_RDMA_READ_RESP) {
+        vi->resp.state = FW_RX_IDLE;
+        fw_rx_refused(vi, VIA_RXC_LOSSY_GONE, vi->resp.seq);
         return fw_rx_check_header(vi, h) == VIA_RXC_OK;
     }
     fw_rx_refused(vi, VIA_RXC_LOSSY_STRAY, h->msg_seq);

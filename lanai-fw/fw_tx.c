@@ -38,7 +38,7 @@ static bool vi_usable(const struct fw_vi *vi)
 
 static const struct via_db_token *tx_token(const struct fw_vi *vi)
 {
-    return &vi->sq.tok[vi->sq.head % VIA_QUEUE_DEPTH];
+    return &vi->req.sq.tok[vi->req.sq.head % VIA_QUEUE_DEPTH];
 }
 
 /* A token on a VI that cannot send: its error is the VI's, or (it was
@@ -57,15 +57,15 @@ static __attribute__((noinline)) void tx_flush_unusable(struct fw_vi *vi)
         k->sent(vi, tok);
     struct fw_xdes d = {.va = k ? k->status_va(vi, tok) : 0};
     fw_updt(vi, &d, false, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
-    vi->sq.head++;
+    vi->req.sq.head++;
 }
 
 /* T2 Bell: take the next token; flush it if the VI cannot send. */
 static int tx_idle(struct fw_vi *vi)
 {
-    if (vi->sq.head == vi->sq.tail && !fw_bell_take(&vi->db->sq, &vi->sq, vi->db_ring_ns))
+    if (vi->req.sq.head == vi->req.sq.tail && !fw_bell_take(&vi->db->sq, &vi->req.sq, vi->db_ring_ns))
         return FW_TX_BLOCKED;
-    FW_TRACE(vi->nic, VIA_ST_T2_BELL, vi->vi_id, vi->tx_seq + 1, 0);
+    FW_TRACE(vi->nic, VIA_ST_T2_BELL, vi->vi_id, vi->req.seq + 1, 0);
     if (!vi_usable(vi)) {
         tx_flush_unusable(vi);
         return FW_TX_IDLE;
@@ -78,31 +78,31 @@ static int tx_idle(struct fw_vi *vi)
 static void tx_schedule(struct fw_vi *vi)
 {
     const struct via_profile *p = vi->nic->prof;
-    enum fw_ext_mode m = vi->tx_mode;
+    enum fw_ext_mode m = vi->req.msg.mode;
     /* A read's request carries no data; its response is the peer's work. */
-    bool read = vi->txd.op == VIP_CONTROL_OP_RDMAREAD;
-    uint32_t n = read ? 0 : vi->txd.total;
-    unsigned segs = read ? 0 : vi->txd.segcount;
+    bool read = vi->req.txd.op == VIP_CONTROL_OP_RDMAREAD;
+    uint32_t n = read ? 0 : vi->req.txd.total;
+    unsigned segs = read ? 0 : vi->req.txd.segcount;
     /* T3 fetches every segment of the descriptor: an RDMA one's address
      * segment too (the model counts it, bench/vip_model.c). */
-    unsigned desc_segs = vi->txd.segcount + (vi->txd.op != VIP_CONTROL_OP_SENDRECV ? 1u : 0u);
+    unsigned desc_segs = vi->req.txd.segcount + (vi->req.txd.op != VIP_CONTROL_OP_SENDRECV ? 1u : 0u);
     double c2 = fw_cost_stage(p, VIA_ST_T2_BELL, m, n, segs);
     double c3 = fw_cost_stage(p, VIA_ST_T3_XDES, m, n, desc_segs);
     double c4 = fw_cost_stage(p, VIA_ST_T4_XDATA, m, n, segs);
     double c5 = fw_cost_stage(p, VIA_ST_T5_TRANSMIT, m, n, segs);
     double c6 = fw_cost_stage(p, VIA_ST_T6_UPDT, m, n, segs);
     uint64_t total = (uint64_t)(c2 + c3 + c4 + c5 + c6);
-    uint64_t start = fw_sched_send(vi->nic, vi->vi_id, vi->sq.ring_ns[vi->sq.head % VIA_QUEUE_DEPTH],
+    uint64_t start = fw_sched_send(vi->nic, vi->vi_id, vi->req.sq.ring_ns[vi->req.sq.head % VIA_QUEUE_DEPTH],
                                    total, m != FW_EXT_STANDARD);
-    vi->tx_span_start = start + (uint64_t)(c2 + c3);
-    vi->tx_span_ns = (uint64_t)(c4 + c5);
-    vi->tx_release = start + total;
+    vi->req.msg.span_start = start + (uint64_t)(c2 + c3);
+    vi->req.msg.span_ns = (uint64_t)(c4 + c5);
+    vi->req.msg.release = start + total;
     struct fw_nic *nic = vi->nic;
-    fw_account(nic, VIA_ST_T2_BELL, vi->vi_id, vi->tx_seq, n, c2);
-    fw_account(nic, VIA_ST_T3_XDES, vi->vi_id, vi->tx_seq, n, c3);
-    fw_account(nic, VIA_ST_T4_XDATA, vi->vi_id, vi->tx_seq, n, c4);
-    fw_account(nic, VIA_ST_T5_TRANSMIT, vi->vi_id, vi->tx_seq, n, c5);
-    fw_account(nic, VIA_ST_T6_UPDT, vi->vi_id, vi->tx_seq, n, c6);
+    fw_account(nic, VIA_ST_T2_BELL, vi->vi_id, vi->req.seq, n, c2);
+    fw_account(nic, VIA_ST_T3_XDES, vi->vi_id, vi->req.seq, n, c3);
+    fw_account(nic, VIA_ST_T4_XDATA, vi->vi_id, vi->req.seq, n, c4);
+    fw_account(nic, VIA_ST_T5_TRANSMIT, vi->vi_id, vi->req.seq, n, c5);
+    fw_account(nic, VIA_ST_T6_UPDT, vi->vi_id, vi->req.seq, n, c6);
 }
 
 /* T3 XDes: stage and validate the descriptor. */
@@ -111,24 +111,24 @@ static int tx_xdes(struct fw_vi *vi)
     const struct via_db_token *tok = tx_token(vi);
     const struct fw_token_kind *k = fw_token_kind(tok);
     if (k) {
-        vi->tx_mode = k->mode;
-        k->xdes(vi, tok, &vi->txd);
+        vi->req.msg.mode = k->mode;
+        k->xdes(vi, tok, &vi->req.txd);
     } else {
         /* A kind no NIC knows: nowhere checked to write to. */
-        vi->tx_mode = FW_EXT_STANDARD;
-        vi->txd = (struct fw_xdes){.va = 0, .status = VIP_STATUS_FORMAT_ERROR};
+        vi->req.msg.mode = FW_EXT_STANDARD;
+        vi->req.txd = (struct fw_xdes){.va = 0, .status = VIP_STATUS_FORMAT_ERROR};
     }
-    FW_TRACE(vi->nic, VIA_ST_T3_XDES, vi->vi_id, vi->tx_seq + 1, vi->txd.total);
-    if (vi->txd.status) {
-        fw_updt(vi, &vi->txd, false, vi->txd.status, 0);
-        vi->sq.head++;
-        vi->tx = FW_TX_IDLE; /* completed: the flush must not complete it again */
-        fw_vi_error(vi, VIP_ERROR_POST_DESC, vi->txd.va);
+    FW_TRACE(vi->nic, VIA_ST_T3_XDES, vi->vi_id, vi->req.seq + 1, vi->req.txd.total);
+    if (vi->req.txd.status) {
+        fw_updt(vi, &vi->req.txd, false, vi->req.txd.status, 0);
+        vi->req.sq.head++;
+        vi->req.state = FW_TX_IDLE; /* completed: the flush must not complete it again */
+        fw_vi_error(vi, VIP_ERROR_POST_DESC, vi->req.txd.va);
         return FW_TX_IDLE;
     }
-    vi->tx_seq++;
-    vi->tx_off = 0;
-    vi->tx_rdv = false;
+    vi->req.seq++;
+    vi->req.msg.off = 0;
+    vi->req.msg.rdv = false;
     if (vi->nic->paced)
         tx_schedule(vi);
     return FW_TX_XDATA;
@@ -143,7 +143,7 @@ static uint64_t arrive_time(const struct fw_vi *vi)
 {
     if (!vi->nic->paced)
         return 0;
-    return vi->tx_span_start + vi->tx_span_ns + (uint64_t)vi->nic->prof->switch_ns;
+    return vi->req.msg.span_start + vi->req.msg.span_ns + (uint64_t)vi->nic->prof->switch_ns;
 }
 
 /* The packet type a descriptor's operation travels as. */
@@ -153,16 +153,16 @@ static const uint8_t tx_pkt_type[4] = {
     [VIP_CONTROL_OP_RDMAREAD] = VIA_PKT_RDMA_READ_REQ,
 };
 
-/* The header of one packet of the message in vi->txd: the connection's
+/* The header of one packet of the message in vi->req.txd: the connection's
  * addressing, then what every fragment of the message repeats (sequence,
  * length, immediate data, the RDMA target) and this fragment's place. */
 static inline struct via_wire_hdr tx_msg_hdr(const struct fw_vi *vi, uint8_t type,
                                              uint8_t flags, uint32_t off, uint32_t len)
 {
-    const struct fw_xdes *d = &vi->txd;
+    const struct fw_xdes *d = &vi->req.txd;
     struct via_wire_hdr h = fw_wire_hdr(vi, type);
     h.flags = flags | ((d->control & VIP_CONTROL_IMMEDIATE) ? VIA_PKT_IMM : 0);
-    h.msg_seq = vi->tx_seq;
+    h.msg_seq = vi->req.seq;
     h.msg_len = d->total;
     h.frag_off = off;
     h.frag_len = len;
@@ -192,7 +192,7 @@ static struct via_wire_hdr *tx_reserve(struct fw_vi *vi, uint32_t payload)
  * completes the descriptor. */
 static int tx_rts(struct fw_vi *vi)
 {
-    struct fw_xdes *d = &vi->txd;
+    struct fw_xdes *d = &vi->req.txd;
     struct via_rts_seg tab[VIA_MAX_SEGS];
     uint32_t bytes = fw_cma_table(d, tab);
     struct via_wire_hdr *h = tx_reserve(vi, bytes);
@@ -203,40 +203,40 @@ static int tx_rts(struct fw_vi *vi)
     *h = tx_msg_hdr(vi, write ? VIA_PKT_WRITE_RTS : VIA_PKT_SEND_RTS,
                     VIA_PKT_FIRST | VIA_PKT_LAST, 0, bytes);
     vi->link.ops->publish(&vi->link, h);
-    vi->tx_rdv = true;
-    vi->rd_got = 0;
-    FW_TRACE(vi->nic, VIA_ST_T5_TRANSMIT, vi->vi_id, vi->tx_seq, bytes);
+    vi->req.msg.rdv = true;
+    vi->req.msg.rd_got = 0;
+    FW_TRACE(vi->nic, VIA_ST_T5_TRANSMIT, vi->vi_id, vi->req.seq, bytes);
     fw_peer_published(vi);
     return FW_TX_UPDT;
 }
 
 /* T4 XData + T5 Transmit, one fragment per turn until the message is out.
- * An RDMA read's request is one header: its data come back (fw_rx.c). */
+ * An RDMA read's request is one header: its data come back (fw_comp.c). */
 static int tx_xdata(struct fw_vi *vi)
 {
     struct fw_link *l = &vi->link;
-    struct fw_xdes *d = &vi->txd;
+    struct fw_xdes *d = &vi->req.txd;
     bool read = d->op == VIP_CONTROL_OP_RDMAREAD;
-    if (vi->tx_off == 0 && fw_cma_wanted(vi, d))
+    if (vi->req.msg.off == 0 && fw_cma_wanted(vi, d))
         return tx_rts(vi);
     do {
-        uint32_t left = read ? 0 : d->total - vi->tx_off;
+        uint32_t left = read ? 0 : d->total - vi->req.msg.off;
         uint32_t mtu = fw_link_mtu(l);
         uint32_t frag = left < mtu ? left : mtu;
         struct via_wire_hdr *h = tx_reserve(vi, frag);
         if (!h)
             return FW_TX_BLOCKED;
-        fw_xdata_copy(d, vi->tx_off, (uint8_t *)(h + 1), frag, fw_link_dma(l));
-        FW_TRACE(vi->nic, VIA_ST_T4_XDATA, vi->vi_id, vi->tx_seq, frag);
-        uint8_t flags = (vi->tx_off == 0 ? VIA_PKT_FIRST : 0) |
-                        (vi->tx_off + frag == d->total || read ? VIA_PKT_LAST : 0);
-        *h = tx_msg_hdr(vi, tx_pkt_type[d->op], flags, vi->tx_off, frag);
+        fw_xdata_copy(d, vi->req.msg.off, (uint8_t *)(h + 1), frag, fw_link_dma(l));
+        FW_TRACE(vi->nic, VIA_ST_T4_XDATA, vi->vi_id, vi->req.seq, frag);
+        uint8_t flags = (vi->req.msg.off == 0 ? VIA_PKT_FIRST : 0) |
+                        (vi->req.msg.off + frag == d->total || read ? VIA_PKT_LAST : 0);
+        *h = tx_msg_hdr(vi, tx_pkt_type[d->op], flags, vi->req.msg.off, frag);
         h->arrive_ns = arrive_time(vi);
         l->ops->publish(l, h);
-        vi->tx_off += frag;
-        FW_TRACE(vi->nic, VIA_ST_T5_TRANSMIT, vi->vi_id, vi->tx_seq, frag);
-    } while (vi->tx_off < d->total && !read);
-    vi->rd_got = 0;
+        vi->req.msg.off += frag;
+        FW_TRACE(vi->nic, VIA_ST_T5_TRANSMIT, vi->vi_id, vi->req.seq, frag);
+    } while (vi->req.msg.off < d->total && !read);
+    vi->req.msg.rd_got = 0;
     fw_peer_published(vi);
     return FW_TX_UPDT;
 }
@@ -248,20 +248,20 @@ static int tx_updt(struct fw_vi *vi)
     vi->link.awaiting_answer = false;
     if (fw_comp_awaits(vi))
         return fw_comp_wait(vi); /* completes on the peer's answer (fw_comp.c) */
-    if (vi->nic->paced && !fw_release_due(vi, vi->tx_release))
+    if (vi->nic->paced && !fw_release_due(vi, vi->req.msg.release))
         return FW_TX_BLOCKED;
     const struct via_db_token *tok = tx_token(vi);
     const struct fw_token_kind *k = fw_token_kind(tok);
     if (k && k->sent)
         k->sent(vi, tok);
-    if (vi->tx_mode == FW_EXT_DESCLESS) {
+    if (vi->req.msg.mode == FW_EXT_DESCLESS) {
         fw_count(&vi->db->cnt.tx_descless, 1);
-    } else if (vi->tx_mode == FW_EXT_MERGED) {
+    } else if (vi->req.msg.mode == FW_EXT_MERGED) {
         fw_count(&vi->db->cnt.tx_merged, 1);
     }
-    uint32_t status = (vi->txd.control & VIP_CONTROL_IMMEDIATE) ? VIP_STATUS_IMMEDIATE : 0;
-    fw_updt(vi, &vi->txd, false, status, vi->txd.total);
-    vi->sq.head++;
+    uint32_t status = (vi->req.txd.control & VIP_CONTROL_IMMEDIATE) ? VIP_STATUS_IMMEDIATE : 0;
+    fw_updt(vi, &vi->req.txd, false, status, vi->req.txd.total);
+    vi->req.sq.head++;
     return FW_TX_IDLE;
 }
 
@@ -271,7 +271,7 @@ static int tx_updt(struct fw_vi *vi)
  * per stage. */
 static inline int tx_run_stage(struct fw_vi *vi)
 {
-    switch (vi->tx) {
+    switch (vi->req.state) {
     case FW_TX_IDLE:
         return tx_idle(vi);
     case FW_TX_XDES:
@@ -289,7 +289,7 @@ bool fw_tx_progress(struct fw_vi *vi)
     for (;;) {
         int next = tx_run_stage(vi);
         if (next == FW_TX_BLOCKED)
-            return vi->tx != FW_TX_IDLE || vi->sq.head != vi->sq.tail;
-        vi->tx = (enum fw_tx_state)next;
+            return vi->req.state != FW_TX_IDLE || vi->req.sq.head != vi->req.sq.tail;
+        vi->req.state = (enum fw_tx_state)next;
     }
 }

@@ -275,7 +275,7 @@ void fw_updt(struct fw_vi *vi, const struct fw_xdes *d, bool recv, uint32_t stat
         }
     }
     FW_TRACE(vi->nic, recv ? VIA_ST_R6_UPDT : VIA_ST_T6_UPDT, vi->vi_id,
-             recv ? vi->rx_seq : vi->tx_seq, length);
+             recv ? vi->resp.seq : vi->req.seq, length);
     struct fw_cq *cq = recv ? vi->rcq : vi->scq;
     if (cq)
         cq_post(vi, cq, recv);
@@ -310,27 +310,27 @@ static void flush_queue(struct fw_vi *vi, struct via_db_queue *q, struct fw_wq *
 void fw_flush(struct fw_vi *vi)
 {
     /* A message half sent or half received is completed first. */
-    if (vi->tx == FW_TX_XDES)
-        flush_token(vi, &vi->sq.tok[vi->sq.head % VIA_QUEUE_DEPTH], false);
-    else if (vi->tx != FW_TX_IDLE) {
-        const struct via_db_token *tok = &vi->sq.tok[vi->sq.head % VIA_QUEUE_DEPTH];
+    if (vi->req.state == FW_TX_XDES)
+        flush_token(vi, &vi->req.sq.tok[vi->req.sq.head % VIA_QUEUE_DEPTH], false);
+    else if (vi->req.state != FW_TX_IDLE) {
+        const struct via_db_token *tok = &vi->req.sq.tok[vi->req.sq.head % VIA_QUEUE_DEPTH];
         const struct fw_token_kind *k = fw_token_kind(tok);
         if (k && k->sent)
             k->sent(vi, tok);
-        fw_updt(vi, &vi->txd, false, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
+        fw_updt(vi, &vi->req.txd, false, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
     }
-    if (vi->tx != FW_TX_IDLE) {
-        vi->tx = FW_TX_IDLE;
-        vi->sq.head++;
+    if (vi->req.state != FW_TX_IDLE) {
+        vi->req.state = FW_TX_IDLE;
+        vi->req.sq.head++;
     }
-    if (vi->rx == FW_RX_XDATA) {
-        fw_updt(vi, &vi->rxd, true, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
-        vi->rq.head++;
+    if (vi->resp.state == FW_RX_XDATA) {
+        fw_updt(vi, &vi->resp.rxd, true, VIP_STATUS_DESC_FLUSHED_ERROR, 0);
+        vi->resp.rq.head++;
     }
-    vi->rx = FW_RX_IDLE;
-    vi->rresp.active = false; /* a read we were answering: the peer fails it */
-    flush_queue(vi, &vi->db->sq, &vi->sq, false);
-    flush_queue(vi, &vi->db->rq, &vi->rq, true);
+    vi->resp.state = FW_RX_IDLE;
+    vi->resp.rd.active = false; /* a read we were answering: the peer fails it */
+    flush_queue(vi, &vi->db->sq, &vi->req.sq, false);
+    flush_queue(vi, &vi->db->rq, &vi->resp.rq, true);
 }
 
 static bool is_descriptor_error(uint32_t code)

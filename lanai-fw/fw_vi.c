@@ -56,11 +56,11 @@ void fw_vi_init(struct fw_vi *vi, struct fw_nic *nic, uint32_t vi_id, struct via
     vi->db = db;
     vi->chan = NULL;
     atomic_store(&vi->peer_pidfd, -1);
-    vi->tx = FW_TX_IDLE;
-    vi->rx = FW_RX_IDLE;
-    vi->sq.head = vi->sq.tail = 0;
-    vi->rq.head = vi->rq.tail = 0;
-    vi->tx_seq = vi->rx_seq = vi->acked = 0;
+    vi->req.state = FW_TX_IDLE;
+    vi->resp.state = FW_RX_IDLE;
+    vi->req.sq.head = vi->req.sq.tail = 0;
+    vi->resp.rq.head = vi->resp.rq.tail = 0;
+    vi->req.seq = vi->resp.seq = vi->comp.acked = 0;
     vi->err_reported = vi->err_told = vi->in_error = vi->err_orderly = false;
     atomic_store(&vi->err_pending, false);
     /* The doorbell rings may hold tokens from nobody: start where they are. */
@@ -96,15 +96,15 @@ bool fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t p
     vi->side = side;
     vi->peer_vi = peer_vi;
     vi->peer_ev = peer_ev;
-    vi->tx_seq = vi->rx_seq = vi->acked = vi->ack_owed = vi->nak_owed = 0;
-    vi->naked = vi->wake_peer = false;
-    vi->cma = vi->tx_rdv = false; /* fw_cma_connect decides */
-    vi->rx_pkts = 0;
-    vi->rresp.active = false;
-    vi->naked_why = 0;
-    vi->rx_sched_for = 0;
-    vi->tx = FW_TX_IDLE;
-    vi->rx = FW_RX_IDLE;
+    vi->req.seq = vi->resp.seq = vi->comp.acked = vi->resp.ack_owed = vi->resp.nak_owed = 0;
+    vi->comp.nak = vi->wake_peer = false;
+    vi->cma = vi->req.msg.rdv = false; /* fw_cma_connect decides */
+    vi->resp.pkts = 0;
+    vi->resp.rd.active = false;
+    vi->comp.nak_why = 0;
+    vi->resp.sched_for = 0;
+    vi->req.state = FW_TX_IDLE;
+    vi->resp.state = FW_RX_IDLE;
     vi->err_reported = vi->err_told = vi->in_error = vi->err_orderly = false;
     atomic_store(&vi->err_pending, false);
     fw_vclock_connected(vi);
@@ -114,10 +114,10 @@ bool fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t p
 
 void fw_link_failed(struct fw_vi *vi)
 {
-    if (vi->tx != FW_TX_IDLE) {
-        fw_updt(vi, &vi->txd, false, VIP_STATUS_TRANSPORT_ERROR, 0);
-        vi->sq.head++;
-        vi->tx = FW_TX_IDLE;
+    if (vi->req.state != FW_TX_IDLE) {
+        fw_updt(vi, &vi->req.txd, false, VIP_STATUS_TRANSPORT_ERROR, 0);
+        vi->req.sq.head++;
+        vi->req.state = FW_TX_IDLE;
     }
     uint32_t open = VIA_CHAN_OPEN;
     atomic_compare_exchange_strong(&vi->chan->state, &open, VIA_CHAN_BROKEN);

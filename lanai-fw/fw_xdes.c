@@ -153,7 +153,7 @@ void fw_xdes_fetch(struct fw_vi *vi, const struct via_db_token *tok, bool recv,
 
     unsigned first = 0;
     if (rdma) {
-        /* The remote range is the responder's to check (fw_rx.c). */
+        /* The remote range is the responder's to check (fw_resp.c). */
         VIP_ADDRESS_SEGMENT as;
         hal_dma_from_host(&as, seg_va, sizeof as);
         d->raddr = as.Data.AddressBits;

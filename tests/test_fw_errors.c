@@ -42,7 +42,7 @@ static void send_unwritten(const void *desc, uint32_t desc_mh, int line)
     CU_ASSERT_EQUAL(atomic_load(&F.dba->cnt.desc_errors), errs + 1);
     CU_ASSERT_EQUAL(atomic_load(&F.dba->cnt.sq_done), done + 1);
     CU_ASSERT_EQUAL(ring_head(0), head);
-    CU_ASSERT_EQUAL(F.a->sq.head, F.a->sq.tail);
+    CU_ASSERT_EQUAL(F.a->req.sq.head, F.a->req.sq.tail);
     if (!same)
         fprintf(stderr, "\n  line %d: the NIC wrote to a descriptor it may not (status 0x%x)\n",
                 line, status_of(desc));
@@ -173,7 +173,7 @@ static void test_bad_receives_unreliable(void)
     void *w2[] = {sd, mis};
     CU_ASSERT_EQUAL_FATAL(pump(w2, 2), 0);
     ERR_EXPECT(status_of(mis), VIP_STATUS_FORMAT_ERROR);
-    CU_ASSERT_EQUAL(F.b->rq.head, F.b->rq.tail);
+    CU_ASSERT_EQUAL(F.b->resp.rq.head, F.b->resp.rq.tail);
     still_works(12);
     /* no receive posted: dropped, VI stays connected */
     tl_desc_1(sd, data, 100, F.mh);
@@ -333,16 +333,16 @@ static void test_reliable_bad_send_alone(void)
     tl_desc_1(bad, F.mem + OFF_SDATA, 10, 0x12345678u);
     tl_desc_1(sentinel, F.mem + OFF_SDATA, 10, F.mh);
     /* Stale content of the next NIC queue slot: never rung by the host. */
-    F.a->sq.tok[1] = std_token(sentinel, F.mh);
+    F.a->req.sq.tok[1] = std_token(sentinel, F.mh);
     post_send(F.a, bad, F.mh);
     ERR_EXPECT(status_of(bad), VIP_STATUS_PROTECTION_ERROR);
     CU_ASSERT_EQUAL(atomic_load(&F.dba->state), VIA_VI_ERROR);
     CU_ASSERT_EQUAL(status_of(sentinel), 0);
-    CU_ASSERT_EQUAL(F.a->sq.head, F.a->sq.tail);
-    if (status_of(sentinel) || F.a->sq.head != F.a->sq.tail)
+    CU_ASSERT_EQUAL(F.a->req.sq.head, F.a->req.sq.tail);
+    if (status_of(sentinel) || F.a->req.sq.head != F.a->req.sq.tail)
         fprintf(stderr, "\n  the error flush completed a slot never posted "
                         "(status 0x%x), sq head %u tail %u\n",
-                status_of(sentinel), F.a->sq.head, F.a->sq.tail);
+                status_of(sentinel), F.a->req.sq.head, F.a->req.sq.tail);
     teardown();
 }
 

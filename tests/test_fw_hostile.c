@@ -115,7 +115,7 @@ static void test_arrival_far_ahead(void)
     /* our own VIs only: believed no further than our own claims and one
      * largest transaction of the peer's, plus the message's own stages */
     CU_ASSERT_EQUAL(fw_sched_window_ns(F.nic), 0);
-    CU_ASSERT(F.b->rx_release <= nic_now_ns() + F.nic->vi_worst_ns + 10000000ull);
+    CU_ASSERT(F.b->resp.release <= nic_now_ns() + F.nic->vi_worst_ns + 10000000ull);
     CU_ASSERT(atomic_load(&F.np->nrecv_busy_until) <= nic_now_ns() + F.nic->vi_worst_ns);
     CU_ASSERT(F.nic->vi_worst_ns > 0 && F.nic->vi_worst_ns < 1000000000ull);
     teardown();

@@ -122,7 +122,7 @@ static void run_xfers(uint32_t rel)
     CU_ASSERT_TRUE(no_error(F.a));
     CU_ASSERT_TRUE(no_error(F.b));
     if (rel == VIP_SERVICE_RELIABLE_RECEPTION)
-        CU_ASSERT_EQUAL(F.a->acked, seq - 1); /* every message acknowledged */
+        CU_ASSERT_EQUAL(F.a->comp.acked, seq - 1); /* every message acknowledged */
     teardown();
 }
 
@@ -161,8 +161,8 @@ static void test_xfer_queued_both_ways(void)
                           6144;
             CU_ASSERT_EQUAL(tl_verify(rb, LEN, i * 2 + (uint32_t)side), -1);
         }
-    CU_ASSERT_EQUAL(F.a->acked, N);
-    CU_ASSERT_EQUAL(F.b->acked, N);
+    CU_ASSERT_EQUAL(F.a->comp.acked, N);
+    CU_ASSERT_EQUAL(F.b->comp.acked, N);
     teardown();
 }
 
@@ -215,8 +215,8 @@ static void test_link_backpressure(void)
     post_recv(F.b, rd, F.mh);
     post_send(F.a, sd, F.mh);
     CU_ASSERT_EQUAL(status_of(sd), 0); /* stalled */
-    CU_ASSERT_EQUAL(F.a->tx, FW_TX_XDATA);
-    CU_ASSERT(F.a->tx_off > 0 && F.a->tx_off < VIA_MAX_TRANSFER);
+    CU_ASSERT_EQUAL(F.a->req.state, FW_TX_XDATA);
+    CU_ASSERT(F.a->req.msg.off > 0 && F.a->req.msg.off < VIA_MAX_TRANSFER);
     CU_ASSERT(atomic_load(&F.chan->dir[0].head) - atomic_load(&F.chan->dir[0].tail) <=
               VIA_CHAN_RING);
     CU_ASSERT_EQUAL(atomic_load(&F.chan->dir[0].tx_waiting), 1);
@@ -243,7 +243,7 @@ static void test_reliable_reception_ack(void)
     post_recv(F.b, rd, F.mh);
     post_send(F.a, sd, F.mh);
     CU_ASSERT_EQUAL(status_of(sd), 0); /* on the wire, not yet acknowledged */
-    CU_ASSERT_EQUAL(F.a->tx, FW_TX_UPDT);
+    CU_ASSERT_EQUAL(F.a->req.state, FW_TX_UPDT);
     progress(F.a);
     CU_ASSERT_EQUAL(status_of(sd), 0); /* no ACK: still waiting */
     progress(F.b);
@@ -258,7 +258,7 @@ static void test_reliable_reception_ack(void)
     CU_ASSERT_EQUAL(status_of(sd), 0); /* the ACK is on its way */
     progress(F.a);
     CU_ASSERT_EQUAL(status_of(sd), VIP_STATUS_DONE);
-    CU_ASSERT_EQUAL(F.a->acked, 1);
+    CU_ASSERT_EQUAL(F.a->comp.acked, 1);
     CU_ASSERT_EQUAL(atomic_load(&F.chan->dir[1].tail), atomic_load(&F.chan->dir[1].head));
     teardown();
     /* unreliable and reliable delivery complete on transmit: no ACK is sent */
@@ -795,7 +795,7 @@ static void test_paced_never_early(void)
         CU_ASSERT(cost > 0); /* Build + Ring are the host's */
         uint64_t held = nic_vi_progress(F.a, false);
         if (held) {
-            CU_ASSERT_EQUAL(held, F.a->tx_release);
+            CU_ASSERT_EQUAL(held, F.a->req.msg.release);
         } else {
             CU_ASSERT(status_of(sd) & VIP_STATUS_DONE);
         }
@@ -809,10 +809,10 @@ static void test_paced_never_early(void)
                 seen_rd = now;
         }
         CU_ASSERT_FATAL(seen_sd && seen_rd);
-        CU_ASSERT(F.a->tx_release > t0);
-        CU_ASSERT(seen_sd >= F.a->tx_release);
-        CU_ASSERT(seen_rd >= F.b->rx_release);
-        CU_ASSERT(F.b->rx_release >= F.a->tx_span_start);
+        CU_ASSERT(F.a->req.msg.release > t0);
+        CU_ASSERT(seen_sd >= F.a->req.msg.release);
+        CU_ASSERT(seen_rd >= F.b->resp.release);
+        CU_ASSERT(F.b->resp.release >= F.a->req.msg.span_start);
         ERR_EXPECT(status_of(sd), 0);
         ERR_EXPECT(status_of(rd), 0);
         CU_ASSERT_EQUAL(tl_verify(F.mem + OFF_RDATA, len, 300 + k), -1);

@@ -4,7 +4,12 @@
  * The firmware walks doorbell -> descriptor -> data for every message, in
  * the stages of the Berkeley VIA paper (Figures 3 and 4):
  *   send:    T2 Bell, T3 XDes, T4 XData, T5 Transmit, T6 Updt   (fw_tx.c)
- *   receive: R2 Bell, R3 Receive, R4 XDes, R5 XData, R6 Updt     (fw_rx.c)
+ *   receive: R2 Bell, R3 Receive, R4 XDes, R5 XData, R6 Updt     (fw_rx.c,
+ *            fw_resp.c)
+ * and by role, as rxe: the requester (fw_tx.c), the responder and the
+ * receive checks (fw_resp.c, fw_rx_check.c), the completer (fw_comp.c),
+ * the VI's life cycle (fw_vi.c); fw_vi carries each role's state as its
+ * own sub-struct.
  * T1 Ring and R1 Ring (and Build) are the host's, in vipl/.
  *
  * It reaches host memory only through fw_hal.h (DMA, stores, clock; all
@@ -97,6 +102,66 @@ struct fw_cq {
 
 struct fw_nic;
 
+/* The message the requester has in flight (messages on a VI go one at a
+ * time): how it reached the NIC and how far it has gone. T3 sets it up
+ * for each message. */
+struct fw_tx_msg {
+    enum fw_ext_mode mode;  /* how it reached the NIC (fw_token.c's kinds) */
+    uint32_t off;           /* bytes transmitted */
+    bool rdv;               /* it went as a SEND_RTS or WRITE_RTS (fw_cma.c) */
+    uint32_t rd_got;        /* an RDMA read: bytes of the response placed */
+    uint64_t span_start;    /* paced: model time T4 begins */
+    uint64_t span_ns;       /* paced: T4 + T5 of the whole message */
+    uint64_t release;       /* paced: model time T6 ends */
+};
+
+/* The requester: the send queue, its state machine, the descriptor in
+ * flight. */
+struct fw_req {
+    struct fw_wq sq;
+    enum fw_tx_state state;
+    struct fw_xdes txd;     /* the NIC's copy of the descriptor in flight */
+    struct fw_tx_msg msg;
+    uint32_t seq;           /* last message sequence number used */
+};
+
+/* The completer: the peer's answers to our messages. */
+struct fw_comp {
+    uint32_t acked;         /* last message the peer placed (its ACKs, or the
+                               last fragment of an RDMA read's response) */
+    bool nak;               /* the peer refused message acked + 1 (NAK) */
+    uint32_t nak_why;       /* the enum via_nak_reason it gave */
+};
+
+/* The receive side: the packet loop's place in the link, and the
+ * responder's state for the peer's requests. */
+struct fw_resp {
+    struct fw_wq rq;
+    enum fw_rx_state state;
+    struct fw_xdes rxd;     /* the receive descriptor being filled */
+    uint32_t seq;           /* sequence of the message being received */
+    uint32_t got;           /* bytes placed so far */
+    uint8_t op;             /* opcode of the message in progress (its later fragments') */
+    uint32_t ack_owed;      /* reliable reception: last message placed, not yet acked */
+    uint32_t nak_owed;      /* a refused message the peer is yet to hear of */
+    uint32_t nak_reason;    /* enum via_nak_reason of it */
+    struct {                /* the RDMA write being placed: its checked target */
+        uint32_t rkey, len;
+        uint64_t raddr;
+    } wr;
+    /* An RDMA read being answered: the checked source range, sent back as
+     * READ_RESP fragments when the link has room (fw_resp_respond). */
+    struct {
+        bool active;
+        uint32_t seq, rkey, len, off;
+        uint64_t raddr;
+        uint64_t arrive_ns; /* paced: modelled arrival of the whole response */
+    } rd;
+    uint64_t pkts;          /* packets taken off the link */
+    uint64_t sched_for;     /* paced: pkts + 1 of the packet scheduled */
+    uint64_t release;       /* paced: model time its last stage ends */
+};
+
 struct fw_vi {
     struct fw_lock lock;        /* whoever runs this VI's stages holds it */
     _Atomic uint32_t refs;      /* the table's, plus one per visitor */
@@ -121,7 +186,6 @@ struct fw_vi {
      * from the sender's memory. Set at connect, cleared on a refusal. */
     bool cma;               /* this connection may use the rendezvous */
     int cma_pid;            /* the peer process in our pid namespace (vipd's pidfd) */
-    bool tx_rdv;            /* the send in flight went as a SEND_RTS */
     bool wake_peer;         /* paced: a packet was published; the peer's wake is owed */
     bool owe_peer, owe_local; /* wakes owed at the end of this turn (fw_vi_wakes) */
     /* For a host's poll without the lock (nic_vi_progress): the last run
@@ -143,46 +207,9 @@ struct fw_vi {
     uint64_t db_ring_ns[VIA_DB_SLOTS];
     uint64_t held;          /* earliest held effect found by this progress, 0 = none */
 
-    /* send side */
-    struct fw_wq sq;
-    enum fw_ext_mode tx_mode;   /* how the current message reached the NIC */
-    uint64_t tx_span_start;     /* paced: model time T4 begins */
-    uint64_t tx_span_ns;        /* paced: T4 + T5 of the whole message */
-    uint64_t tx_release;        /* paced: model time T6 ends */
-    enum fw_tx_state tx;
-    struct fw_xdes txd;
-    uint32_t tx_off;        /* bytes of the current message transmitted */
-    uint32_t tx_seq;        /* last message sequence number used */
-    uint32_t acked;         /* highest message the peer acknowledged (ACK packets,
-                               or the last fragment of an RDMA read's response) */
-    bool naked;             /* the peer refused a message (NAK) */
-    uint32_t naked_why;     /* enum via_nak_reason it gave */
-    uint32_t rd_got;        /* RDMA read in flight: bytes of the response placed */
-
-    /* receive side */
-    struct fw_wq rq;
-    enum fw_rx_state rx;
-    struct fw_xdes rxd;
-    uint32_t rx_seq;        /* sequence of the message being received */
-    uint32_t rx_got;        /* bytes placed so far */
-    uint8_t rx_op;          /* opcode of the message in progress (its later fragments') */
-    uint32_t ack_owed;      /* reliable reception: last message placed, not yet acked */
-    uint32_t nak_owed;      /* a refused message the peer is yet to hear of */
-    uint32_t nak_reason;    /* enum via_nak_reason of it */
-    uint32_t rdma_rkey;     /* RDMA write being placed: its checked target */
-    uint64_t rdma_raddr;
-    uint32_t rdma_len;
-    /* Responder of an RDMA read: the checked source range, sent back as
-     * READ_RESP fragments when the link has room (rx_respond). */
-    struct {
-        bool active;
-        uint32_t seq, rkey, len, off;
-        uint64_t raddr;
-        uint64_t arrive_ns; /* paced: modelled arrival of the whole response */
-    } rresp;
-    uint64_t rx_pkts;           /* packets taken off the link */
-    uint64_t rx_sched_for;      /* paced: rx_pkts + 1 of the packet scheduled */
-    uint64_t rx_release;        /* paced: model time its last stage ends */
+    struct fw_req req;      /* the requester (fw_tx.c) */
+    struct fw_comp comp;    /* the completer (fw_comp.c) */
+    struct fw_resp resp;    /* the receive side: loop (fw_rx.c) and responder (fw_resp.c) */
 
     /* The NIC's own view of the error state. The doorbell page's state word
      * is a mirror for vipctl, which vipd also writes; never trust it here. */
@@ -313,11 +340,11 @@ bool fw_rx_pending(const struct fw_vi *vi);
 /* Notice a closed/broken channel and move the VI to the error state. */
 void fw_link_check(struct fw_vi *vi);
 
-/* ---- stage helpers shared by fw_tx.c and fw_rx.c ----------------------------- */
+/* ---- stage helpers shared by the send and receive sides ---------------------- */
 /* A packet header of this VI's connection: version, type, and the
  * addressing every packet the VI sends carries (our NIC, the peer's NIC
  * and VI, the connection); the caller adds what is the packet's own. The
- * one place a header is begun (fw_tx.c: messages and RTS; fw_rx.c: ACK,
+ * one place a header is begun (fw_tx.c: messages and RTS; fw_resp.c: ACK,
  * NAK, read responses). */
 static inline struct via_wire_hdr fw_wire_hdr(const struct fw_vi *vi, uint8_t type)
 {
@@ -424,7 +451,7 @@ static inline void fw_wake_dir(struct via_chan_dir *d)
     if (d && atomic_load_explicit(&d->rx_sleepers, memory_order_relaxed))
         fw_wake_dir_sleepers(d);
 }
-/* The asymmetric fence of the wake-up protocol (fw_cmpl.c): register this
+/* The asymmetric fence of the wake-up protocol (fw_updt.c): register this
  * process once (nic_create), and the waiter's side, after (a). */
 void fw_asym_init(void);
 void fw_sleep_fence(void);

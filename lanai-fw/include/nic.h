@@ -68,7 +68,7 @@ void nic_destroy(struct fw_nic *nic);
 bool nic_paced(const struct fw_nic *nic);
 const struct via_profile *nic_profile(const struct fw_nic *nic);
 /* A waiter of the NIC's event page: after incrementing sleepers, before
- * its re-check (the wake-up protocol's (a), fw_cmpl.c). */
+ * its re-check (the wake-up protocol's (a), fw_updt.c). */
 void nic_sleep_fence(void);
 
 /* ---- VIs ------------------------------------------------------------------- */

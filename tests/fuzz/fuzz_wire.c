@@ -2,7 +2,7 @@
  * fuzz_wire.c - libFuzzer target: the NIC's receive side against a hostile
  * peer NIC. The link validation (fw_link_peek: the one copy of the header,
  * version, the seal of its place, type, lengths), the per-VI header checks
- * (rx_check_header) and the opcode table (rx_ops: SEND, RDMA_WRITE, READ_REQ,
+ * (fw_rx_check_header) and the opcode table (rx_ops: SEND, RDMA_WRITE, READ_REQ,
  * READ_RESP, ACK, NAK) with everything behind them: descriptor fetch, TPT
  * and RDMA checks, scatter, completion, ACK/NAK and read responses.
  *

@@ -14,7 +14,7 @@
  * CQ's on the event page and its VIs' words: sleep_set below); a peer NIC,
  * our own NIC completing a descriptor, or vipd wakes the sleeper only if
  * it asked (sleepers != 0), so a busy receiver costs nobody a system call.
- * The ordering argument is beside fw_notify (lanai-fw/fw_cmpl.c).
+ * The ordering argument is beside fw_notify (lanai-fw/fw_updt.c).
  */
 #include <errno.h>
 #include <stdbool.h>
