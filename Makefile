@@ -36,7 +36,7 @@ INC_kdriver    := -Iinclude -Ictlsock -Ivipl/include -Ilanai-fw/include -Ikdrive
 INC_vipl       := -Iinclude -Ictlsock -Ivipl/include -Ivipl/src -Ilanai-fw/include -Iextensions
 INC_am2        := -Iam2/include -Ivipl/include
 INC_ALL        := -Iinclude -Ictlsock -Ivipl/include -Ivipl/src -Ilanai-fw/include -Ilanai-fw \
-	-Ikdriver -Iextensions -Iam2/include
+	-Ilanai-fw/link -Ikdriver -Iextensions -Iam2/include
 inc_of = $(or $(INC_$(firstword $(subst /, ,$(1)))),$(INC_ALL))
 LDFLAGS  += $(SAN)
 SOVER    := 1
@@ -48,12 +48,13 @@ DEB_TEST  := libcunit1-dev iproute2
 DEB_BENCH := gnuplot-nox libfabric-bin ucx-utils
 DEB_FUZZ  := clang libclang-rt-dev
 
-LIB_SRCS   := $(wildcard vipl/src/*.c) $(wildcard lanai-fw/*.c) $(wildcard extensions/*.c) \
-	ctlsock/ctl_sock.c
-VIPD_SRCS  := $(wildcard kdriver/kd_*.c) ctlsock/ctl_sock.c lanai-fw/fw_profile.c lanai-fw/fw_fault_spec.c
+LIB_SRCS   := $(wildcard vipl/src/*.c) $(wildcard lanai-fw/*.c) $(wildcard lanai-fw/link/*.c) \
+	$(wildcard lanai-fw/timing/*.c) $(wildcard extensions/*.c) ctlsock/ctl_sock.c
+VIPD_SRCS  := $(wildcard kdriver/kd_*.c) ctlsock/ctl_sock.c lanai-fw/timing/fw_profile.c \
+	lanai-fw/link/fw_fault_spec.c
 VIPCTL_SRCS:= $(wildcard kdriver/vipctl*.c) ctlsock/ctl_sock.c kdriver/kd_hostif.c kdriver/kd_auth.c
 # libsodium: the hosts' authentication (kd_auth.c) and the UDP link's frame
-# MACs (lanai-fw/fw_rtx.c).
+# MACs (lanai-fw/link/fw_rtx.c).
 SODIUM_LIBS := -lsodium
 # vipctl alone links libpci and libkmod (nics, doctor: vipctl_hostdev.c).
 HOSTDEV_PKGS := libpci libkmod

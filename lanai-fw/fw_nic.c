@@ -27,7 +27,7 @@
 #include <vipl.h>
 
 #include "fw.h"
-#include "fw_net.h"
+#include "fw_link.h"
 #include "fw_hal.h"
 
 /* ---- the NIC ---------------------------------------------------------------- */

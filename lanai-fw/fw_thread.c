@@ -32,7 +32,7 @@
 
 #include "fw.h"
 #include "fw_hal.h"
-#include "fw_net.h"
+#include "fw_link.h"
 
 #define FW_SPIN_NS 20000u     /* poll for work this long before sleeping */
 #define FW_DOZE_NS 500000u    /* look again this often while the host polls ... */

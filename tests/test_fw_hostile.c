@@ -1,6 +1,6 @@
 /*
  * test_fw_hostile.c - a paced NIC shared by processes that do not play
- * fair (lanai-fw/fw_sched.c), no vipd needed.
+ * fair (lanai-fw/timing/fw_sched.c), no vipd needed.
  *
  * Every process on a NIC maps its NIC page read-write: the modelled
  * resources' busy times and a copy of the profile live there. A process

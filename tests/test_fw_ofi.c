@@ -1,5 +1,5 @@
 /*
- * test_fw_ofi.c - the NIC's libfabric frame transport (lanai-fw/fw_ofi.c)
+ * test_fw_ofi.c - the NIC's libfabric frame transport (lanai-fw/link/fw_ofi.c)
  * between two processes over the default provider (tcp;ofi_rxm on
  * 127.0.0.1, an address of this machine only): frames of every size arrive
  * whole, once and in order, under a window of sends; oversized frames and a

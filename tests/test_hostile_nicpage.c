@@ -1,6 +1,6 @@
 /*
  * test_hostile_nicpage.c - a process on a paced NIC that writes the NIC
- * page every process of that NIC maps (lanai-fw/fw_sched.c) cannot throttle
+ * page every process of that NIC maps (lanai-fw/timing/fw_sched.c) cannot throttle
  * the others.
  *
  * The attacker is a program as a user would write it: it opens via0 with

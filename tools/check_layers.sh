@@ -11,7 +11,9 @@
 #                   library read its types (the descriptor the NIC fetches,
 #                   the codes vipd answers); they may not call it (below).
 #   ctlsock/        the control socket's framing: include/
-#   lanai-fw/       the NIC: include/, vipl/include/, itself
+#   lanai-fw/       the NIC: include/, vipl/include/, itself; its links
+#                   (lanai-fw/link/) are reached through fw_link.h alone:
+#                   the links' own headers are theirs
 #   extensions/     host side of the short-message paths: include/,
 #                   vipl/include/, the NIC's interface (nic.h and what it
 #                   carries: fw_lock.h, fw_model.h)
@@ -30,7 +32,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT" || exit 2
 B=${B:-build}
 OBJ=$B/obj
-IDIRS="include ctlsock vipl/include vipl/src lanai-fw/include lanai-fw kdriver extensions am2/include am2/src am2/tools"
+IDIRS="include ctlsock vipl/include vipl/src lanai-fw/include lanai-fw lanai-fw/link kdriver extensions am2/include am2/src am2/tools"
 NIC_IFACE="lanai-fw/include/nic.h lanai-fw/include/fw_lock.h lanai-fw/include/fw_model.h"
 bad=0
 say() { echo "check-layers: $*" >&2; bad=1; }
@@ -42,6 +44,7 @@ tier() {
     vipl/include/*) echo vipl-api ;;
     vipl/src/*) echo vipl ;;
     ctlsock/*) echo ctlsock ;;
+    lanai-fw/link/*) echo nic-link ;;
     lanai-fw/*) echo nic ;;
     extensions/*) echo ext ;;
     kdriver/*) echo kdriver ;;
@@ -80,6 +83,7 @@ allowed() {
     vipl-api) [ "$to" = vipl-api ] ;;
     ctlsock) [ "$to" = include ] || [ "$to" = ctlsock ] ;;
     nic) [ "$to" = include ] || [ "$to" = vipl-api ] || [ "$to" = nic ] ;;
+    nic-link) [ "$to" = include ] || [ "$to" = vipl-api ] || [ "$to" = nic ] || [ "$to" = nic-link ] ;;
     ext) [ "$to" = include ] || [ "$to" = vipl-api ] || [ "$to" = ext ] || [ "$iface" = 1 ] ;;
     kdriver) [ "$to" = include ] || [ "$to" = ctlsock ] || [ "$to" = vipl-api ] ||
         [ "$to" = kdriver ] || [ "$iface" = 1 ] ;;
@@ -114,7 +118,8 @@ trap 'rm -rf "$D"' EXIT
 defs "$OBJ"/vipl/src/*.o >"$D/vipl"
 defs "$OBJ"/kdriver/*.o >"$D/kdriver"
 defs "$OBJ"/extensions/*.o >"$D/ext"
-defs "$OBJ"/lanai-fw/*.o >"$D/nic"
+NIC_OBJS="$OBJ/lanai-fw/*.o $OBJ/lanai-fw/link/*.o $OBJ/lanai-fw/timing/*.o"
+defs $NIC_OBJS >"$D/nic"
 defs "$OBJ"/ctlsock/*.o >"$D/ctlsock"
 defs "$OBJ"/am2/src/*.o >"$D/am2"
 # the NIC's interface: the functions and variables its interface headers declare
@@ -130,7 +135,7 @@ calls() {
         say "$name calls $s, which is above it or beside it"
     done
 }
-calls "the NIC (lanai-fw/)" "$OBJ/lanai-fw/*.o" "$D/above_nic"
+calls "the NIC (lanai-fw/)" "$NIC_OBJS" "$D/above_nic"
 calls "the extensions" "$OBJ/extensions/*.o" "$D/vipl" "$D/kdriver" "$D/am2"
 calls "vipd and vipctl (kdriver/)" "$OBJ/kdriver/*.o" "$D/vipl" "$D/ext" "$D/am2"
 calls "the control socket (ctlsock/)" "$OBJ/ctlsock/*.o" "$D/above_nic" "$D/nic"

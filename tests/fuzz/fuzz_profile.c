@@ -1,6 +1,6 @@
 /*
  * fuzz_profile.c - libFuzzer target: the strict parser of hardware profiles
- * (lanai-fw/fw_profile.c), and what the timing model makes of a profile it
+ * (lanai-fw/timing/fw_profile.c), and what the timing model makes of a profile it
  * accepted.
  *
  * The input is a profile file's text. fw_profile_parse must refuse it with

@@ -117,12 +117,8 @@ bool fw_net_watch(struct fw_nic *nic, struct fw_watch *w);
 void fw_net_unwatch(struct fw_nic *nic, struct fw_watch *w);
 /* Is the waker watching the sockets (nobody polls, or a thread sleeps)? */
 bool fw_net_armed(struct fw_nic *nic);
-/* Somebody will sleep on the NIC's event page: the waker must watch the
- * sockets (it stops while host threads poll). One eventfd write, and only
- * when it does not watch them. */
-void fw_net_will_sleep(struct fw_nic *nic);
-/* The NIC's waker thread goes with the NIC (nic_destroy). */
-void fw_net_nic_fini(struct fw_nic *nic);
+/* fw_net_will_sleep and fw_net_nic_fini, which the rest of the NIC
+ * calls, are declared in fw_link.h. */
 static inline void fw_net_count(_Atomic uint64_t *c, uint64_t n)
 {
     atomic_fetch_add_explicit(c, n, memory_order_relaxed);

@@ -1,5 +1,5 @@
 /*
- * fw_link.c - the shared-memory link: one byte ring of packets per channel
+ * fw_link_shm.c - the shared-memory link: one byte ring of packets per channel
  * direction (the in-memory switch between two NIC ports).
  *
  * A connection's channel is the path through the emulated switch between

@@ -3,8 +3,12 @@
  *
  * A VI's connection reaches the peer NIC through a struct fw_link: an
  * operations table and the state of one implementation. The first is the
- * shared-memory ring of a channel (fw_link.c, the in-memory switch); a
- * network link can stand beside it with the same operations.
+ * shared-memory ring of a channel (link/fw_link_shm.c, the in-memory
+ * switch); the network links stand beside it with the same operations:
+ * UDP (link/fw_link_udp.c over the reliable transport, link/fw_rtx.c) and
+ * libfabric (link/fw_link_ofi.c). This header is all the rest of the NIC
+ * sees of lanai-fw/link/; link/fw_net.h and link/fw_ofi.h are the
+ * links' own.
  *
  * Rules every implementation keeps:
  *   - reserve/publish are the sender's (T5): reserve room for a packet of
@@ -84,8 +88,8 @@ struct fw_link {
     const struct fw_link_ops *ops;
     struct via_chan_dir *tx, *rx; /* shared-memory ring: our direction, theirs */
     uint64_t tx_tail_seen;        /* the last tail of tx read (fw_link_reserve) */
-    struct fw_udp *udp;           /* the UDP link's state (fw_link_udp.c) */
-    struct fw_ofil *ofi;          /* the libfabric link's state (fw_link_ofi.c) */
+    struct fw_udp *udp;           /* the UDP link's state (link/fw_link_udp.c) */
+    struct fw_ofil *ofi;          /* the libfabric link's state (link/fw_link_ofi.c) */
     /* The send pipeline waits for the peer NIC's answer to a message (an
      * ACK, a read's response): set and cleared by its T6 (fw_tx.c). A link
      * that cannot see its peer stop (the libfabric one) times it out. */
@@ -106,11 +110,11 @@ static inline enum hal_dma fw_link_dma(const struct fw_link *l)
     return l->ops->stream ? HAL_DMA_FROM_HOST_STREAM : HAL_DMA_FROM_HOST;
 }
 
-/* The shared-memory ring of a channel (fw_link.c). */
+/* The shared-memory ring of a channel (link/fw_link_shm.c). */
 extern const struct fw_link_ops fw_link_shm_ops;
 void fw_link_shm_init(struct fw_link *l, struct via_chan *chan, int side);
 
-/* The UDP link to a NIC of another host (fw_link_udp.c): sock is the
+/* The UDP link to a NIC of another host (link/fw_link_udp.c): sock is the
  * connected datagram socket vipd made for the connection (the link owns
  * it from now on); false when out of memory (sock closed). */
 struct fw_nic;
@@ -118,7 +122,7 @@ bool fw_link_udp_init(struct fw_link *l, struct fw_nic *nic, struct via_chan *ch
                       int side, int sock);
 extern const struct fw_link_ops fw_link_udp_ops;
 
-/* The libfabric link to a NIC of another host (fw_link_ofi.c): sock, vipd's
+/* The libfabric link to a NIC of another host (link/fw_link_ofi.c): sock, vipd's
  * connected UDP socket of the connection, carries the endpoints' names
  * (the link owns it from now on); false with a sentence in why. */
 bool fw_link_ofi_init(struct fw_link *l, struct fw_nic *nic, struct via_chan *chan, int side,
@@ -140,5 +144,13 @@ bool fw_link_ready(const struct via_chan_dir *d);
  * (UDP, libfabric): the header copy's version, check word, a type a frame
  * may carry (not PAD), and a frag_len that is the frame's payload_len. */
 bool fw_link_frame_ok(const struct via_wire_hdr *h, uint64_t payload_len);
+
+/* The network links' NIC-wide waker (link/fw_net.c). Somebody will sleep
+ * on the NIC's event page: the waker must watch the sockets (it stops
+ * while host threads poll); one eventfd write, and only when it does not
+ * watch them. */
+void fw_net_will_sleep(struct fw_nic *nic);
+/* The NIC's waker thread goes with the NIC (nic_destroy). */
+void fw_net_nic_fini(struct fw_nic *nic);
 
 #endif

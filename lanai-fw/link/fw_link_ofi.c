@@ -464,7 +464,7 @@ static bool ofi_progress(struct fw_ofil *o)
     return true;
 }
 
-/* The header copy's checks, as the ring's (fw_link.c): version, check
+/* The header copy's checks, as the ring's (fw_link_shm.c): version, check
  * word, type, and a length that is the message's. */
 static enum fw_link_peek_rc ofi_peek(struct fw_link *l, struct via_wire_hdr *h,
                                      const uint8_t **payload)

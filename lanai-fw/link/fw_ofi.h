@@ -2,7 +2,7 @@
  * fw_ofi.h - frames over a libfabric reliable-datagram endpoint.
  *
  * The NIC's third way to reach another NIC, beside the shared-memory ring
- * (fw_link.c) and UDP: a libfabric FI_EP_RDM endpoint. The fabric keeps
+ * (fw_link_shm.c) and UDP: a libfabric FI_EP_RDM endpoint. The fabric keeps
  * each frame whole, delivers it once, and in send order per peer
  * (FI_ORDER_SAS is asked for), so the NIC-to-NIC transport of the UDP link
  * is not needed over it: on clusters with real fabrics the emulated NIC
