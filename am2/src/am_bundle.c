@@ -1,79 +1,17 @@
 /*
  * am_bundle.c - AM_Init/AM_Terminate, bundles, the event mask,
- * AM_WaitSema and AM_Poll, and the error reason of the last call.
+ * AM_WaitSema and AM_Poll.
  *
  * The process opens one NIC (AM2_NIC, default via0) and one ptag at the
  * first AM_Init. A bundle owns the completion queue every VI of its
  * endpoints completes receives on, so AM_Poll drains one queue and
  * AM_WaitSema sleeps in one VipCQWait.
  */
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "am_int.h"
-
-struct am_global am_g;
-
-/* ---- AM_PAR: one recursive lock while a parallel bundle exists ------------------- */
-
-static pthread_mutex_t am_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
-static atomic_int am_npar;
-
-int am_api_lock(void)
-{
-    if (!atomic_load_explicit(&am_npar, memory_order_acquire))
-        return 0;
-    pthread_mutex_lock(&am_lock);
-    return 1;
-}
-
-void am_api_unlock(int *locked)
-{
-    if (*locked)
-        pthread_mutex_unlock(&am_lock);
-}
-
-void am_api_sleep_begin(int locked)
-{
-    if (locked)
-        pthread_mutex_unlock(&am_lock);
-}
-
-void am_api_sleep_end(int locked)
-{
-    if (locked)
-        pthread_mutex_lock(&am_lock);
-}
-
-static _Thread_local char am_err[256];
-
-/* AMUDP's name (amudp.h): non-zero says every failure, as AM2_DEBUG=1. */
-int AMUDP_VerboseErrors;
-
-int am_fail(int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(am_err, sizeof am_err, fmt, ap);
-    va_end(ap);
-    if (AMUDP_VerboseErrors || getenv("AM2_DEBUG"))
-        fprintf(stderr, "am2: %s\n", am_err);
-    return code;
-}
-
-const char *AMX_LastError(void) { return am_err; }
-
-uint64_t am_now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
-}
 
 /* The AM2_* settings are read once, by AM_Init, before anything is
  * opened: a value this library would not understand is refused (said on
@@ -174,14 +112,6 @@ int AM_Terminate(void)
     return AM_OK;
 }
 
-bool am_bundle_ok(eb_t eb)
-{
-    for (struct am2_bundle *b = am_g.bundles; b; b = b->next)
-        if (b == eb)
-            return true;
-    return false;
-}
-
 int AM_AllocateBundle(int type, eb_t *endb)
 {
     AM_API_LOCK();
@@ -206,7 +136,7 @@ int AM_AllocateBundle(int type, eb_t *endb)
     /* Allocate AM_PAR bundles before the threads that share them start:
      * calls already under way when the first appears took no lock. */
     if (type == AM_PAR)
-        atomic_fetch_add(&am_npar, 1);
+        am_api_par_add();
     return AM_OK;
 }
 
@@ -228,11 +158,8 @@ int AM_FreeBundle(eb_t eb)
     VipDestroyCQ(eb->cq);
     free(eb->stash);
     free(eb->vimap);
-    if (eb->type == AM_PAR && atomic_fetch_sub(&am_npar, 1) == 1 && am_locked_) {
-        /* the last one: later calls take no lock; release ours now */
-        pthread_mutex_unlock(&am_lock);
-        am_locked_ = 0;
-    }
+    if (eb->type == AM_PAR)
+        am_api_par_remove(&am_locked_);
     free(eb);
     return AM_OK;
 }

@@ -15,26 +15,6 @@
 
 #define AM2_MAX_SEG ((uintptr_t)1 << 32)
 
-bool am_ep_ok(ep_t ep)
-{
-    if (!ep)
-        return false;
-    for (struct am2_bundle *b = am_g.bundles; b; b = b->next)
-        for (struct am2_ep *e = b->eps; e; e = e->next)
-            if (e == ep)
-                return true;
-    return false;
-}
-
-struct am2_ep *am_ep_by_name(const en_t *name)
-{
-    for (struct am2_bundle *b = am_g.bundles; b; b = b->next)
-        for (struct am2_ep *e = b->eps; e; e = e->next)
-            if (memcmp(&e->name, name, sizeof *name) == 0)
-                return e;
-    return NULL;
-}
-
 /* The returned-message handler a program did not set: say so and stop, as
  * an unhandled error must not pass silently. */
 static void default_returned(int status, op_t opcode, void *token)
@@ -272,21 +252,6 @@ int AM_SetNumHandlers(ep_t ea, int n)
     if (n != AM2_MAX_HANDLERS)
         return am_fail(AM_ERR_RESOURCE, "the handler table has %d entries", AM2_MAX_HANDLERS);
     return AM_OK;
-}
-
-void am_ret_push(struct am2_ep *ep, const struct am_wire *w, const en_t *dest, int status)
-{
-    struct am_ret *r = calloc(1, sizeof *r);
-    if (!r) {
-        fprintf(stderr, "am2: out of memory returning a message; status %d lost\n", status);
-        return;
-    }
-    r->w = *w;
-    r->w.status = (uint16_t)status;
-    r->w.rkind = w->kind;
-    r->dest = *dest;
-    *ep->rets_tail = r;
-    ep->rets_tail = &r->next;
 }
 
 int AMX_GetEndpointStatistics(ep_t ea, amx_stats_t *st)

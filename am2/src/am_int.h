@@ -2,7 +2,8 @@
  * am_int.h - the insides of libam2: bundles, endpoints, peers (one VI
  * each), the wire header, and the calls between the files.
  *
- *   am_bundle.c    AM_Init/Terminate, bundles, events, AM_WaitSema, errors
+ *   am_core.c      process-wide state, the AM_PAR lock, errors, clock, handle checks, returns queued
+ *   am_bundle.c    AM_Init/Terminate, bundles, events, AM_WaitSema, AM_Poll
  *   am_endpoint.c  endpoints, names, tags, segments, handlers, statistics
  *   am_xlate.c     the translation table
  *   am_conn.c      peers: VI, receive pool, connection set-up by name
@@ -199,7 +200,7 @@ struct am2_bundle {
     int cq_owed;             /* the sum of its peers' cq_owed */
 };
 
-/* ---- process-wide state (am_bundle.c) ---------------------------------------------------- */
+/* ---- process-wide state (am_core.c) ------------------------------------------------------ */
 
 struct am_global {
     int init;                /* AM_Init nesting */
@@ -224,6 +225,8 @@ int am_api_lock(void);
 void am_api_unlock(int *locked);
 void am_api_sleep_begin(int locked);
 void am_api_sleep_end(int locked);
+void am_api_par_add(void);           /* an AM_PAR bundle was made */
+void am_api_par_remove(int *locked); /* one is gone: the last releases *locked */
 #define AM_API_LOCK()                                                                      \
     int am_locked_ __attribute__((cleanup(am_api_unlock), unused)) = am_api_lock()
 
@@ -242,13 +245,14 @@ int am_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3))
 
 bool am_bundle_ok(eb_t eb);
 bool am_ep_ok(ep_t ep);
+struct am2_ep *am_ep_by_name(const en_t *name);
 uint64_t am_now_ms(void);
+/* Queue w for ep's handler 0 with status; the next AM_Poll runs it. */
+void am_ret_push(struct am2_ep *ep, const struct am_wire *w, const en_t *dest, int status);
 
 /* am_endpoint.c */
 void am_ep_destroy(struct am2_ep *ep);
 int am_ep_seg_register(struct am2_ep *ep, void *addr, uintptr_t len, VIP_MEM_HANDLE *mh);
-struct am2_ep *am_ep_by_name(const en_t *name);
-void am_ret_push(struct am2_ep *ep, const struct am_wire *w, const en_t *dest, int status);
 
 /* am_conn.c */
 struct am_peer *am_peer_find(struct am2_ep *ep, const en_t *name);
