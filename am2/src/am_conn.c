@@ -1,6 +1,6 @@
 /*
- * am_conn.c - peers: the VI to one remote endpoint, its pre-posted
- * receives, and the connection set-up by name.
+ * am_conn.c - the VI to one remote endpoint (a peer, am_peer.c): its
+ * pre-posted receives, and the connection set-up by name.
  *
  * Every endpoint listens on (its NIC, its discriminator). To reach a peer
  * an endpoint asks with VipConnectRequest, giving its own listening
@@ -25,9 +25,6 @@
 
 #include "am_int.h"
 
-const char *const am_peer_state_name[PEER_NSTATES] = {
-    [PEER_IDLE] = "idle", [PEER_CONNECTED] = "connected", [PEER_BROKEN] = "broken"};
-
 void am_en_disc(const en_t *name, char out[17])
 {
     snprintf(out, 17, "a%08x%06x", (unsigned)name->pid, (unsigned)(name->id & 0xFFFFFFu));
@@ -49,37 +46,6 @@ static bool en_from_addr(const VIP_NET_ADDRESS *a, en_t *name)
     name->pid = pid;
     name->id = id;
     return true;
-}
-
-struct am_peer *am_peer_find(struct am2_ep *ep, const en_t *name)
-{
-    for (struct am_peer *p = ep->peers; p; p = p->next)
-        if (memcmp(&p->name, name, sizeof *name) == 0)
-            return p;
-    return NULL;
-}
-
-struct am_peer *am_peer_get(struct am2_ep *ep, const en_t *name)
-{
-    struct am_peer *p = am_peer_find(ep, name);
-    if (p)
-        return p;
-    p = calloc(1, sizeof *p);
-    if (!p)
-        return NULL;
-    p->ep = ep;
-    p->name = *name;
-    p->xidx = -1;
-    p->credits = AM_CREDITS;
-    for (int i = 0; i < ep->nxl; i++)
-        if (ep->xl[i].inuse && memcmp(&ep->xl[i].name, name, sizeof *name) == 0) {
-            ep->xl[i].peer = p;
-            if (p->xidx < 0)
-                p->xidx = i;
-        }
-    p->next = ep->peers;
-    ep->peers = p;
-    return p;
 }
 
 static unsigned vi_hash(VIP_VI_HANDLE vi, unsigned mask)
@@ -211,54 +177,6 @@ static void peer_up(struct am_peer *p)
                         .seg_mh = ep->seg_mh,
                         .seg_gen = ep->seg_gen};
     am_send_ctl(p, &w, NULL, 0);
-}
-
-/* The peer is gone (or its VI): every request it has not answered comes
- * back to handler 0 with EBADENDPOINT, and its credit with it. Called
- * again later it returns what was recorded since (a send under way). */
-void am_peer_broken(struct am_peer *p, const char *why)
-{
-    if (p->state != PEER_BROKEN && getenv("AM2_DEBUG"))
-        fprintf(stderr, "am2: the VI to endpoint %08x.%06x is broken: %s\n",
-                (unsigned)p->name.pid, (unsigned)p->name.id, why);
-    p->state = PEER_BROKEN;
-    for (int i = 0; i < AM_CREDITS; i++)
-        if (p->out[i].seq) {
-            am_ret_push(p->ep, &p->out[i].w, &p->name, EBADENDPOINT);
-            p->out[i].seq = 0;
-            p->credits++;
-        }
-}
-
-void am_out_add(struct am_peer *p, struct am_wire *w)
-{
-    if (++p->next_seq == 0)
-        p->next_seq = 1;
-    w->rseq = p->next_seq;
-    for (int i = 0; i < AM_CREDITS; i++)
-        if (!p->out[i].seq) {
-            p->out[i].seq = w->rseq;
-            p->out[i].w = *w;
-            return;
-        }
-}
-
-bool am_out_done(struct am_peer *p, uint32_t seq)
-{
-    for (int i = 0; seq && i < AM_CREDITS; i++)
-        if (p->out[i].seq == seq) {
-            p->out[i].seq = 0;
-            return true;
-        }
-    return false;
-}
-
-bool am_peer_waiting(const struct am_peer *p)
-{
-    for (int i = 0; i < AM_CREDITS; i++)
-        if (p->out[i].seq)
-            return true;
-    return false;
 }
 
 void am_accept_pending(struct am2_ep *ep)

@@ -6,7 +6,8 @@
  *   am_bundle.c    AM_Init/Terminate, bundles, events, AM_WaitSema, AM_Poll
  *   am_endpoint.c  endpoints, names, tags, segments, handlers, statistics
  *   am_xlate.c     the translation table
- *   am_conn.c      peers: VI, receive pool, connection set-up by name
+ *   am_peer.c      peers: by name, requests not answered yet, broken
+ *   am_conn.c      a peer's VI: receive pool, connection set-up by name
  *   am_send.c      requests and replies (short, medium, long), credits
  *   am_poll.c      the completion queue, dispatch, return to sender
  *   am_local.c     messages between endpoints of one process
@@ -254,25 +255,28 @@ void am_ret_push(struct am2_ep *ep, const struct am_wire *w, const en_t *dest, i
 void am_ep_destroy(struct am2_ep *ep);
 int am_ep_seg_register(struct am2_ep *ep, void *addr, uintptr_t len, VIP_MEM_HANDLE *mh);
 
-/* am_conn.c */
+/* am_peer.c */
 struct am_peer *am_peer_find(struct am2_ep *ep, const en_t *name);
 struct am_peer *am_peer_get(struct am2_ep *ep, const en_t *name); /* create if missing */
-int am_peer_connect(struct am_peer *p, uint64_t deadline_ms); /* AM_OK or EUNREACHABLE.. */
-void am_accept_pending(struct am2_ep *ep);
+void am_peer_broken(struct am_peer *p, const char *why);
+void am_out_add(struct am_peer *p, struct am_wire *w);   /* numbers w (rseq) */
+bool am_out_done(struct am_peer *p, uint32_t seq);       /* its answer came */
+bool am_peer_waiting(const struct am_peer *p);           /* requests unanswered */
+
 /* am_listen.c: the endpoint's listener thread and the requests it took. */
 int am_listen_start(struct am2_ep *ep);
 void am_listen_stop(struct am2_ep *ep);
 bool am_listen_take(struct am2_ep *ep, VIP_CONN_HANDLE *conn, VIP_NET_ADDRESS *ra, size_t cap);
+
+/* am_conn.c */
+int am_peer_connect(struct am_peer *p, uint64_t deadline_ms); /* AM_OK or EUNREACHABLE.. */
+void am_accept_pending(struct am2_ep *ep);
 void am_peer_destroy(struct am_peer *p);
 int am_peer_repost(struct am_peer *p, VIP_DESCRIPTOR *d);
 struct am_peer *am_peer_of_vi(struct am2_bundle *eb, VIP_VI_HANDLE vi);
 void am_en_disc(const en_t *name, char out[17]);
-void am_peer_broken(struct am_peer *p, const char *why);
 void am_bundle_vis_changed(struct am2_bundle *eb, const struct am_peer *gone);
 bool am_cq_stale(struct am_peer *p); /* a CQ entry of a receive taken already: skip it */
-void am_out_add(struct am_peer *p, struct am_wire *w);   /* numbers w (rseq) */
-bool am_out_done(struct am_peer *p, uint32_t seq);       /* its answer came */
-bool am_peer_waiting(const struct am_peer *p);           /* requests unanswered */
 
 /* am_send.c */
 VIP_DESCRIPTOR *am_send_get(struct am2_ep *ep, bool may_poll);
