@@ -8,6 +8,7 @@
  *   am_xlate.c     the translation table
  *   am_peer.c      peers: by name, requests not answered yet, broken
  *   am_conn.c      a peer's VI: receive pool, connection set-up by name
+ *   am_nic.c       sends through the NIC: send descriptors, long messages by RDMA write
  *   am_send.c      requests and replies (short, medium, long), credits
  *   am_poll.c      the completion queue, dispatch, return to sender
  *   am_local.c     messages between endpoints of one process
@@ -278,14 +279,17 @@ void am_en_disc(const en_t *name, char out[17]);
 void am_bundle_vis_changed(struct am2_bundle *eb, const struct am_peer *gone);
 bool am_cq_stale(struct am_peer *p); /* a CQ entry of a receive taken already: skip it */
 
-/* am_send.c */
-VIP_DESCRIPTOR *am_send_get(struct am2_ep *ep, bool may_poll);
+/* am_nic.c: sends through the NIC; nothing there polls */
+VIP_DESCRIPTOR *am_send_get(struct am2_ep *ep);
 uint8_t *am_send_buf(VIP_DESCRIPTOR *d);
 int am_send_post(struct am_peer *p, VIP_DESCRIPTOR *d, size_t len);
 void am_send_reclaim(struct am2_ep *ep);
 void am_send_free_all(struct am2_ep *ep);
-int am_send_ctl(struct am_peer *p, const struct am_wire *w, const void *payload, size_t len);
 int am_send_nic(struct am_peer *p, const struct am_wire *w, const void *payload, size_t len);
+int am_send_long(struct am_peer *p, const struct am_wire *w, const void *src, bool wait);
+
+/* am_send.c */
+int am_send_ctl(struct am_peer *p, const struct am_wire *w, const void *payload, size_t len);
 int am_send_seg(struct am2_ep *ep);
 
 /* am_poll.c */
