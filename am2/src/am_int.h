@@ -10,7 +10,8 @@
  *   am_conn.c      a peer's VI: receive pool, connection set-up by name
  *   am_nic.c       sends through the NIC: send descriptors, long messages by RDMA write
  *   am_send.c      requests and replies (short, medium, long), credits
- *   am_poll.c      the completion queue, dispatch, return to sender
+ *   am_dispatch.c  a received message: checks, handlers, return to sender, tokens
+ *   am_poll.c      AM_Poll's work: the VIs' receives, the completion queue, the queues
  *   am_local.c     messages between endpoints of one process
  *   am_shm.c       messages between processes of one host (shared memory)
  *   am_spmd.c      SPMD start-up and collectives (am2_spmd.h)
@@ -277,8 +278,6 @@ int am_peer_repost(struct am_peer *p, VIP_DESCRIPTOR *d);
 struct am_peer *am_peer_of_vi(struct am2_bundle *eb, VIP_VI_HANDLE vi);
 void am_en_disc(const en_t *name, char out[17]);
 void am_bundle_vis_changed(struct am2_bundle *eb, const struct am_peer *gone);
-bool am_cq_stale(struct am_peer *p); /* a CQ entry of a receive taken already: skip it */
-
 /* am_nic.c: sends through the NIC; nothing there polls */
 VIP_DESCRIPTOR *am_send_get(struct am2_ep *ep);
 uint8_t *am_send_buf(VIP_DESCRIPTOR *d);
@@ -292,8 +291,7 @@ int am_send_long(struct am_peer *p, const struct am_wire *w, const void *src, bo
 int am_send_ctl(struct am_peer *p, const struct am_wire *w, const void *payload, size_t len);
 int am_send_seg(struct am2_ep *ep);
 
-/* am_poll.c */
-int am_poll_bundle(struct am2_bundle *eb, int budget);
+/* am_dispatch.c: a received message's checks, handlers and answers */
 void am_dispatch(struct am2_ep *ep, struct am_peer *peer, const struct am_wire *w,
                  const void *payload, const en_t *src);
 void am_run_returns(struct am2_ep *ep);
@@ -301,6 +299,12 @@ int am_check_request(struct am2_ep *ep, struct am_peer *peer, const struct am_wi
                      const en_t *src, int *src_idx);
 int am_check_body(struct am2_ep *ep, const struct am_wire *w);
 op_t am_opcode(const struct am_wire *w);
+/* One message from peer p (a VI's receive or a shared-memory cell), len bytes at w. */
+void am_handle_msg(struct am_peer *p, const struct am_wire *w, size_t len);
+
+/* am_poll.c */
+int am_poll_bundle(struct am2_bundle *eb, int budget);
+bool am_cq_stale(struct am_peer *p); /* a CQ entry of a receive taken already: skip it */
 
 /* am_shm.c */
 int am_shm_create(struct am2_ep *ep);
@@ -317,7 +321,6 @@ bool am_shm_peer_alive(struct am_peer *p);
 bool am_shm_pending(struct am2_ep *ep);
 void am_shm_sleep(struct am2_ep *ep, unsigned ms);
 void am_shm_ring(struct am2_ep *ep);
-void am_handle_msg(struct am_peer *p, const struct am_wire *w, size_t len);
 
 /* am_rdv.c: every rank's name through amrun's TCP rendezvous (am_rdv.h) */
 int am_rdv_exchange(const char *rdv, int rank, int nranks, const en_t *me, en_t *all,
