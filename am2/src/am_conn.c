@@ -11,7 +11,9 @@
  * pending for it; the smaller asks in longer turns (50 ms), during which
  * the larger finds its request pending and accepts it. One side always
  * gets through, and each side stops asking once connected, so a pair
- * never has two VIs. A request meets the endpoint's listener thread
+ * never has two VIs. The turns are the caller's loop (am_send.c), which
+ * polls between them: this file only asks and accepts, and calls nothing
+ * that polls. A request meets the endpoint's listener thread
  * (am_listen.c), which holds it until the endpoint's thread accepts it in
  * an AM call; one that waits longer than its asker's turn is dropped, and
  * the asker asks again.
@@ -208,7 +210,7 @@ void am_accept_pending(struct am2_ep *ep)
     }
 }
 
-int am_peer_connect(struct am_peer *p, uint64_t deadline)
+int am_peer_connect_start(struct am_peer *p)
 {
     if (p->state == PEER_CONNECTED)
         return AM_OK;
@@ -216,6 +218,11 @@ int am_peer_connect(struct am_peer *p, uint64_t deadline)
         return EBADENDPOINT;
     if (peer_make_vi(p) != AM_OK)
         return EUNREACHABLE;
+    return AM_CONN_AGAIN;
+}
+
+int am_peer_ask(struct am_peer *p)
+{
     struct am2_ep *ep = p->ep;
     struct {
         VIP_NET_ADDRESS a;
@@ -230,25 +237,18 @@ int am_peer_connect(struct am_peer *p, uint64_t deadline)
     memcpy(hb, p->name.nic, 6);
     memcpy(hb + 6, disc, 15);
     bool larger = memcmp(&ep->name, &p->name, sizeof ep->name) > 0;
-    for (;;) {
-        VIP_VI_ATTRIBUTES rattr;
-        VIP_RETURN rc = VipConnectRequest(p->vi, ep->listen, &ra.a, larger ? 5 : 50, &rattr);
-        if (rc == VIP_SUCCESS) {
-            peer_up(p);
-            return AM_OK;
-        }
-        if (rc != VIP_TIMEOUT && rc != VIP_NO_MATCH && rc != VIP_REJECT) {
-            am_fail(AM_ERR_RESOURCE, "VipConnectRequest failed with code %d", (int)rc);
-            return EUNREACHABLE;
-        }
-        am_accept_pending(ep);
-        if (p->state == PEER_CONNECTED)
-            return AM_OK;
-        if (!am_g.cur)
-            am_poll_bundle(ep->eb, 16);
-        if (am_now_ms() >= deadline)
-            return EUNREACHABLE;
+    VIP_VI_ATTRIBUTES rattr;
+    VIP_RETURN rc = VipConnectRequest(p->vi, ep->listen, &ra.a, larger ? 5 : 50, &rattr);
+    if (rc == VIP_SUCCESS) {
+        peer_up(p);
+        return AM_OK;
     }
+    if (rc != VIP_TIMEOUT && rc != VIP_NO_MATCH && rc != VIP_REJECT) {
+        am_fail(AM_ERR_RESOURCE, "VipConnectRequest failed with code %d", (int)rc);
+        return EUNREACHABLE;
+    }
+    am_accept_pending(ep);
+    return p->state == PEER_CONNECTED ? AM_OK : AM_CONN_AGAIN;
 }
 
 void am_peer_destroy(struct am_peer *p)

@@ -271,7 +271,13 @@ void am_listen_stop(struct am2_ep *ep);
 bool am_listen_take(struct am2_ep *ep, VIP_CONN_HANDLE *conn, VIP_NET_ADDRESS *ra, size_t cap);
 
 /* am_conn.c */
-int am_peer_connect(struct am_peer *p, uint64_t deadline_ms); /* AM_OK or EUNREACHABLE.. */
+/* Connecting: start (AM_OK: connected already; EBADENDPOINT, EUNREACHABLE:
+ * it cannot be), then turns (am_peer_ask: one request, then accepting
+ * what is pending; AM_OK once connected, EUNREACHABLE) while they answer
+ * AM_CONN_AGAIN, polling between them. */
+#define AM_CONN_AGAIN (-1)
+int am_peer_connect_start(struct am_peer *p);
+int am_peer_ask(struct am_peer *p);
 void am_accept_pending(struct am2_ep *ep);
 void am_peer_destroy(struct am_peer *p);
 int am_peer_repost(struct am_peer *p, VIP_DESCRIPTOR *d);

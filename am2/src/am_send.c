@@ -87,6 +87,22 @@ static void count_sent(struct am2_ep *ep, const struct am_wire *w)
     ep->st.bytes_sent[w->cat] += w->nbytes;
 }
 
+/* Connect p, polling between the turns of asking (am_conn.c), so that
+ * what comes meanwhile (the peer asking us, say) is handled. */
+static int connect_peer(struct am_peer *p, uint64_t deadline)
+{
+    int st = am_peer_connect_start(p);
+    while (st == AM_CONN_AGAIN) {
+        st = am_peer_ask(p);
+        if (st != AM_CONN_AGAIN)
+            break;
+        am_poll_bundle(p->ep->eb, 16);
+        if (am_now_ms() >= deadline)
+            return EUNREACHABLE;
+    }
+    return st;
+}
+
 /* Wait (polling) for a credit; ECONGESTION if none comes in time. */
 static int take_credit(struct am_peer *p, bool async)
 {
@@ -142,7 +158,7 @@ static int request(struct am2_ep *ep, int dest, int cat, handler_t h, void *src,
     bool shm = am_shm_attach(p);
     int st = shm                          ? (p->state == PEER_BROKEN ? EBADENDPOINT : 0)
              : p->state == PEER_CONNECTED ? 0
-                                          : am_peer_connect(p, am_now_ms() + am_g.connect_ms);
+                                          : connect_peer(p, am_now_ms() + am_g.connect_ms);
     if (!st && !shm && cat == AM2_LONG && !p->hello) {
         uint64_t end = am_now_ms() + am_g.connect_ms;
         while (!p->hello && p->state == PEER_CONNECTED && am_now_ms() < end)
