@@ -1,6 +1,7 @@
 /*
  * am_conn.c - the VI to one remote endpoint (a peer, am_peer.c): its
- * pre-posted receives, and the connection set-up by name.
+ * pre-posted receives, and the connection set-up by name; and the choice,
+ * per message, between that VI and the peer's shared-memory queue.
  *
  * Every endpoint listens on (its NIC, its discriminator). To reach a peer
  * an endpoint asks with VipConnectRequest, giving its own listening
@@ -166,6 +167,16 @@ static int peer_make_vi(struct am_peer *p)
     eb->cq_used += AM_NRECV;
     am_bundle_vis_changed(eb, NULL);
     return AM_OK;
+}
+
+/* The way to the peer for one message: its shared-memory queue when it
+ * has one, else its VI through the NIC. Here, below the dispatch and the
+ * sends, because connecting sends too (HELLO). */
+int am_send_ctl(struct am_peer *p, const struct am_wire *w, const void *payload, size_t len)
+{
+    if (am_shm_attach(p))
+        return am_shm_send(p, w, payload, len);
+    return am_send_nic(p, w, payload, len);
 }
 
 static void peer_up(struct am_peer *p)

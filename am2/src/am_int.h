@@ -7,7 +7,7 @@
  *   am_endpoint.c  endpoints, names, tags, segments, handlers, statistics
  *   am_xlate.c     the translation table
  *   am_peer.c      peers: by name, requests not answered yet, broken
- *   am_conn.c      a peer's VI: receive pool, connection set-up by name
+ *   am_conn.c      a peer's VI: receive pool, connection set-up by name; VI or shm per message
  *   am_nic.c       sends through the NIC: send descriptors, long messages by RDMA write
  *   am_send.c      requests and replies (short, medium, long), credits
  *   am_dispatch.c  a received message: checks, handlers, return to sender, tokens
@@ -280,6 +280,8 @@ int am_peer_connect_start(struct am_peer *p);
 int am_peer_ask(struct am_peer *p);
 void am_accept_pending(struct am2_ep *ep);
 void am_peer_destroy(struct am_peer *p);
+/* One message to p: its shared-memory queue if it has one, else the NIC. */
+int am_send_ctl(struct am_peer *p, const struct am_wire *w, const void *payload, size_t len);
 int am_peer_repost(struct am_peer *p, VIP_DESCRIPTOR *d);
 struct am_peer *am_peer_of_vi(struct am2_bundle *eb, VIP_VI_HANDLE vi);
 void am_en_disc(const en_t *name, char out[17]);
@@ -294,7 +296,6 @@ int am_send_nic(struct am_peer *p, const struct am_wire *w, const void *payload,
 int am_send_long(struct am_peer *p, const struct am_wire *w, const void *src, bool wait);
 
 /* am_send.c */
-int am_send_ctl(struct am_peer *p, const struct am_wire *w, const void *payload, size_t len);
 int am_send_seg(struct am2_ep *ep);
 
 /* am_dispatch.c: a received message's checks, handlers and answers */

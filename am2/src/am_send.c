@@ -19,14 +19,6 @@
 
 #include "am_int.h"
 
-/* Through the peer's shared-memory queue when it has one, else the NIC. */
-int am_send_ctl(struct am_peer *p, const struct am_wire *w, const void *payload, size_t len)
-{
-    if (am_shm_attach(p))
-        return am_shm_send(p, w, payload, len);
-    return am_send_nic(p, w, payload, len);
-}
-
 /* Where a long message would land in the peer's segment, or the status
  * that returns it. */
 static int seg_check(const struct am_peer *p, uint64_t off, size_t n)
