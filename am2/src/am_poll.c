@@ -72,7 +72,7 @@ int am_poll_bundle(struct am2_bundle *eb, int budget)
     for (struct am2_ep *ep = eb->eps; ep; ep = ep->next) {
         am_shm_flush_ep(ep);
         if (ep->shmq)
-            from_shm += am_shm_poll(ep, budget - n - from_shm);
+            from_shm += am_shm_poll(ep, budget - n - from_shm, am_handle_msg);
     }
     n += from_shm;
     bool skip_cq = from_shm && eb->cq_idle > 16 && (eb->cq_idle & 7);

@@ -12,7 +12,7 @@
  * sequence numbers). A message in a cell is exactly what the NIC would
  * have carried (struct am_wire and the medium payload), preceded by the
  * sender's name, so the receiving side runs the same checks and handlers
- * (am_poll.c) and answers the same way.
+ * (am_dispatch.c) and answers the same way.
  *
  * Long messages still go by RDMA write through the NIC: the destination's
  * segment is another process's memory. Credits are the peer's, whichever
@@ -307,8 +307,10 @@ int am_shm_send(struct am_peer *p, const struct am_wire *w, const void *payload,
     return AM_OK;
 }
 
-/* Handle what arrived in the endpoint's queue (at most budget). */
-int am_shm_poll(struct am2_ep *ep, int budget)
+/* Hand what arrived in the endpoint's queue (at most budget) to deliver:
+ * the dispatch, which answers through this queue, so it is passed down
+ * (am_poll.c) rather than called. */
+int am_shm_poll(struct am2_ep *ep, int budget, am_deliver_fn *deliver)
 {
     struct am_shmq *q = ep->shmq;
     int n = 0;
@@ -321,7 +323,7 @@ int am_shm_poll(struct am2_ep *ep, int budget)
         if (p && !am_shm_attach(p))
             p = NULL; /* cannot answer it: drop */
         if (p)
-            am_handle_msg(p, (const struct am_wire *)c->msg, c->len);
+            deliver(p, (const struct am_wire *)c->msg, c->len);
         atomic_store_explicit(&c->seq, pos + SHM_SLOTS, memory_order_release);
         q->head = pos + 1;
         n++;
