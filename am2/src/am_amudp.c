@@ -3,7 +3,7 @@
  * own counters and error path.
  *
  * An endpoint counts what it sends and receives in its amx_stats_t
- * (am_send.c, am_poll.c); AMUDP's record is computed from it when asked:
+ * (am_send.c, am_dispatch.c); AMUDP's record is computed from it when asked:
  * data bytes are 4 per argument plus the payload, total bytes add the
  * wire header each message carries. The record and the sum of records
  * travel between ranks as plain bytes (a program sends its record to rank

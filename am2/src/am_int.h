@@ -1,23 +1,29 @@
 /*
- * am_int.h - the insides of libam2: bundles, endpoints, peers (one VI
- * each), the wire header, and the calls between the files.
+ * am_int.h - the insides of libam2: bundles, endpoints, peers, the wire
+ * header, and the calls between the files.
  *
- *   am_core.c      process-wide state, the AM_PAR lock, errors, clock, handle checks, returns queued
- *   am_bundle.c    AM_Init/Terminate, bundles, events, AM_WaitSema, AM_Poll
- *   am_endpoint.c  endpoints, names, tags, segments, handlers, statistics
- *   am_xlate.c     the translation table
+ * The files bottom up: each calls only files listed above it, never one
+ * below (tools/check_layers.sh fails on a loop). Where a lower file needs
+ * an upper one's work, it is passed in (am_shm_poll's deliver) or the
+ * loop that waits for it is the upper file's (connecting: am_send.c).
+ *
+ *   am_core.c      process-wide state, the AM_PAR lock, errors, clock, live handles, returns queued
  *   am_peer.c      peers: by name, requests not answered yet, broken
- *   am_conn.c      a peer's VI: receive pool, connection set-up by name; VI or shm per message
- *   am_nic.c       sends through the NIC: send descriptors, long messages by RDMA write
- *   am_send.c      requests and replies (short, medium, long), credits
- *   am_dispatch.c  a received message: checks, handlers, return to sender, tokens
- *   am_poll.c      AM_Poll's work: the VIs' receives, the completion queue, the queues
- *   am_local.c     messages between endpoints of one process
+ *   am_rdv.c       a rank's side of amrun's TCP rendezvous (am_rdv.h)
  *   am_shm.c       messages between processes of one host (shared memory)
+ *   am_nic.c       messages through the NIC: send descriptors, long ones by RDMA write
+ *   am_xlate.c     the translation table
+ *   am_listen.c    an endpoint's listener thread: connection requests
+ *   am_conn.c      a peer's VI: receives, connection set-up by name; which way a message goes
+ *   am_dispatch.c  a received message: checks, handlers, return to sender, tokens
+ *   am_local.c     messages between endpoints of one process
+ *   am_poll.c      AM_Poll's work: the VIs' receives, the completion queue, the queues
+ *   am_send.c      requests and replies, credits, and the waits of a send (which poll)
+ *   am_endpoint.c  endpoints, names, tags, segments, handlers, statistics
+ *   am_bundle.c    AM_Init/Terminate, bundles, events, AM_WaitSema, AM_Poll
  *   am_spmd.c      SPMD start-up and collectives (am2_spmd.h)
  *   am_amudp.c     AMUDP's statistics and error names (amudp.h)
  *   am_amudp_spmd.c AMUDP's SPMD names, the master and its spawners (amudp_spmd.h)
- *   am_rdv.c       a rank's side of amrun's TCP rendezvous (am_rdv.h)
  *
  * Only the public VIPL API (vipl.h) is used, as any VIPL program would.
  */
@@ -253,10 +259,6 @@ uint64_t am_now_ms(void);
 /* Queue w for ep's handler 0 with status; the next AM_Poll runs it. */
 void am_ret_push(struct am2_ep *ep, const struct am_wire *w, const en_t *dest, int status);
 
-/* am_endpoint.c */
-void am_ep_destroy(struct am2_ep *ep);
-int am_ep_seg_register(struct am2_ep *ep, void *addr, uintptr_t len, VIP_MEM_HANDLE *mh);
-
 /* am_peer.c */
 struct am_peer *am_peer_find(struct am2_ep *ep, const en_t *name);
 struct am_peer *am_peer_get(struct am2_ep *ep, const en_t *name); /* create if missing */
@@ -265,53 +267,9 @@ void am_out_add(struct am_peer *p, struct am_wire *w);   /* numbers w (rseq) */
 bool am_out_done(struct am_peer *p, uint32_t seq);       /* its answer came */
 bool am_peer_waiting(const struct am_peer *p);           /* requests unanswered */
 
-/* am_listen.c: the endpoint's listener thread and the requests it took. */
-int am_listen_start(struct am2_ep *ep);
-void am_listen_stop(struct am2_ep *ep);
-bool am_listen_take(struct am2_ep *ep, VIP_CONN_HANDLE *conn, VIP_NET_ADDRESS *ra, size_t cap);
-
-/* am_conn.c */
-/* Connecting: start (AM_OK: connected already; EBADENDPOINT, EUNREACHABLE:
- * it cannot be), then turns (am_peer_ask: one request, then accepting
- * what is pending; AM_OK once connected, EUNREACHABLE) while they answer
- * AM_CONN_AGAIN, polling between them. */
-#define AM_CONN_AGAIN (-1)
-int am_peer_connect_start(struct am_peer *p);
-int am_peer_ask(struct am_peer *p);
-void am_accept_pending(struct am2_ep *ep);
-void am_peer_destroy(struct am_peer *p);
-/* One message to p: its shared-memory queue if it has one, else the NIC. */
-int am_send_ctl(struct am_peer *p, const struct am_wire *w, const void *payload, size_t len);
-int am_peer_repost(struct am_peer *p, VIP_DESCRIPTOR *d);
-struct am_peer *am_peer_of_vi(struct am2_bundle *eb, VIP_VI_HANDLE vi);
-void am_en_disc(const en_t *name, char out[17]);
-void am_bundle_vis_changed(struct am2_bundle *eb, const struct am_peer *gone);
-/* am_nic.c: sends through the NIC; nothing there polls */
-VIP_DESCRIPTOR *am_send_get(struct am2_ep *ep);
-uint8_t *am_send_buf(VIP_DESCRIPTOR *d);
-int am_send_post(struct am_peer *p, VIP_DESCRIPTOR *d, size_t len);
-void am_send_reclaim(struct am2_ep *ep);
-void am_send_free_all(struct am2_ep *ep);
-int am_send_nic(struct am_peer *p, const struct am_wire *w, const void *payload, size_t len);
-int am_send_long(struct am_peer *p, const struct am_wire *w, const void *src, bool wait);
-
-/* am_send.c */
-int am_send_seg(struct am2_ep *ep);
-
-/* am_dispatch.c: a received message's checks, handlers and answers */
-void am_dispatch(struct am2_ep *ep, struct am_peer *peer, const struct am_wire *w,
-                 const void *payload, const en_t *src);
-void am_run_returns(struct am2_ep *ep);
-int am_check_request(struct am2_ep *ep, struct am_peer *peer, const struct am_wire *w,
-                     const en_t *src, int *src_idx);
-int am_check_body(struct am2_ep *ep, const struct am_wire *w);
-op_t am_opcode(const struct am_wire *w);
-/* One message from peer p (a VI's receive or a shared-memory cell), len bytes at w. */
-void am_handle_msg(struct am_peer *p, const struct am_wire *w, size_t len);
-
-/* am_poll.c */
-int am_poll_bundle(struct am2_bundle *eb, int budget);
-bool am_cq_stale(struct am_peer *p); /* a CQ entry of a receive taken already: skip it */
+/* am_rdv.c: every rank's name through amrun's TCP rendezvous (am_rdv.h) */
+int am_rdv_exchange(const char *rdv, int rank, int nranks, const en_t *me, en_t *all,
+                    char **env, size_t *envlen, uint64_t deadline_ms);
 
 /* am_shm.c */
 int am_shm_create(struct am2_ep *ep);
@@ -330,14 +288,62 @@ bool am_shm_pending(struct am2_ep *ep);
 void am_shm_sleep(struct am2_ep *ep, unsigned ms);
 void am_shm_ring(struct am2_ep *ep);
 
-/* am_rdv.c: every rank's name through amrun's TCP rendezvous (am_rdv.h) */
-int am_rdv_exchange(const char *rdv, int rank, int nranks, const en_t *me, en_t *all,
-                    char **env, size_t *envlen, uint64_t deadline_ms);
+/* am_nic.c: sends through the NIC; nothing there polls */
+VIP_DESCRIPTOR *am_send_get(struct am2_ep *ep);
+uint8_t *am_send_buf(VIP_DESCRIPTOR *d);
+int am_send_post(struct am_peer *p, VIP_DESCRIPTOR *d, size_t len);
+void am_send_reclaim(struct am2_ep *ep);
+void am_send_free_all(struct am2_ep *ep);
+int am_send_nic(struct am_peer *p, const struct am_wire *w, const void *payload, size_t len);
+int am_send_long(struct am_peer *p, const struct am_wire *w, const void *src, bool wait);
+
+/* am_listen.c: the endpoint's listener thread and the requests it took. */
+int am_listen_start(struct am2_ep *ep);
+void am_listen_stop(struct am2_ep *ep);
+bool am_listen_take(struct am2_ep *ep, VIP_CONN_HANDLE *conn, VIP_NET_ADDRESS *ra, size_t cap);
+
+/* am_conn.c */
+/* Connecting: start (AM_OK: connected already; EBADENDPOINT, EUNREACHABLE:
+ * it cannot be), then turns (am_peer_ask: one request, then accepting
+ * what is pending; AM_OK once connected, EUNREACHABLE) while they answer
+ * AM_CONN_AGAIN, polling between them. */
+#define AM_CONN_AGAIN (-1)
+int am_peer_connect_start(struct am_peer *p);
+int am_peer_ask(struct am_peer *p);
+void am_accept_pending(struct am2_ep *ep);
+void am_peer_destroy(struct am_peer *p);
+int am_peer_repost(struct am_peer *p, VIP_DESCRIPTOR *d);
+struct am_peer *am_peer_of_vi(struct am2_bundle *eb, VIP_VI_HANDLE vi);
+void am_en_disc(const en_t *name, char out[17]);
+void am_bundle_vis_changed(struct am2_bundle *eb, const struct am_peer *gone);
+/* One message to p: its shared-memory queue if it has one, else the NIC. */
+int am_send_ctl(struct am_peer *p, const struct am_wire *w, const void *payload, size_t len);
+
+/* am_dispatch.c: a received message's checks, handlers and answers */
+void am_dispatch(struct am2_ep *ep, struct am_peer *peer, const struct am_wire *w,
+                 const void *payload, const en_t *src);
+void am_run_returns(struct am2_ep *ep);
+int am_check_request(struct am2_ep *ep, struct am_peer *peer, const struct am_wire *w,
+                     const en_t *src, int *src_idx);
+int am_check_body(struct am2_ep *ep, const struct am_wire *w);
+op_t am_opcode(const struct am_wire *w);
+/* One message from peer p (a VI's receive or a shared-memory cell), len bytes at w. */
+void am_handle_msg(struct am_peer *p, const struct am_wire *w, size_t len);
 
 /* am_local.c */
 int am_local_send(struct am2_ep *from, const en_t *to, const struct am_wire *w,
                   const void *payload);
 int am_local_poll(struct am2_ep *ep);
 void am_local_drop(struct am2_ep *ep);
+
+/* am_poll.c */
+int am_poll_bundle(struct am2_bundle *eb, int budget);
+bool am_cq_stale(struct am_peer *p); /* a CQ entry of a receive taken already: skip it */
+
+/* am_send.c */
+int am_send_seg(struct am2_ep *ep);
+
+/* am_endpoint.c */
+void am_ep_destroy(struct am2_ep *ep);
 
 #endif
