@@ -281,6 +281,7 @@ void am_shm_flush(struct am_peer *p);
  * each turn of AM_WaitSema's sleep). */
 void am_shm_flush_ep(struct am2_ep *ep);
 int am_shm_send(struct am_peer *p, const struct am_wire *w, const void *payload, size_t len);
+int am_shm_send_long(struct am_peer *p, struct am_wire *w, const uint8_t *src);
 typedef void am_deliver_fn(struct am_peer *p, const struct am_wire *w, size_t len);
 int am_shm_poll(struct am2_ep *ep, int budget, am_deliver_fn *deliver);
 bool am_shm_peer_alive(struct am_peer *p);

@@ -30,22 +30,6 @@ static int seg_check(const struct am_peer *p, uint64_t off, size_t n)
     return 0;
 }
 
-/* A long message through shared memory: the data in pieces the
- * destination copies into its segment, then the header (one queue from
- * one sender keeps their order). The source may be reused at once. */
-static int shm_long(struct am_peer *p, struct am_wire *w, const uint8_t *src)
-{
-    for (size_t off = 0; off < w->nbytes; off += AM2_MAX_MEDIUM) {
-        size_t n = w->nbytes - off < AM2_MAX_MEDIUM ? w->nbytes - off : AM2_MAX_MEDIUM;
-        struct am_wire d = {.kind = AMW_LONGDATA, .offset = w->offset + off, .nbytes = (uint32_t)n};
-        int r = am_shm_send(p, &d, src + off, n);
-        if (r != AM_OK)
-            return r;
-    }
-    w->seg_gen = AM_GEN_PLACED;
-    return am_shm_send(p, w, NULL, 0);
-}
-
 static int fill_wire(struct am_wire *w, int kind, int cat, handler_t h, size_t nbytes,
                      uint64_t off, int nargs, va_list ap)
 {
@@ -171,7 +155,7 @@ static int request(struct am2_ep *ep, int dest, int cat, handler_t h, void *src,
     count_sent(ep, &w);
     am_out_add(p, &w);
     if (cat == AM2_LONG && shm) {
-        r = shm_long(p, &w, src);
+        r = am_shm_send_long(p, &w, src);
     } else if (cat == AM2_LONG) {
         w.seg_gen = p->seg_gen;
         r = am_send_long(p, &w, src, !async);
@@ -245,7 +229,7 @@ static int reply(void *token, int cat, handler_t h, void *src, size_t nbytes, ui
     if (cat != AM2_LONG)
         return am_send_ctl(p, &w, src, nbytes);
     if (am_shm_attach(p))
-        return shm_long(p, &w, src);
+        return am_shm_send_long(p, &w, src);
     int st = seg_check(p, off, nbytes);
     if (st) {
         /* The requester still gets its credit back. */

@@ -1,8 +1,8 @@
 /*
  * am_shm.c - the multi-protocol path: endpoints of processes on the same
- * host exchange short and medium messages through shared-memory queues
- * instead of the NIC (Lumetta, Mainwaring and Culler, "Multi-Protocol
- * Active Messages on a Cluster of SMP's"). On unless AM2_SHM=0.
+ * host exchange messages through shared-memory queues instead of the NIC
+ * (Lumetta, Mainwaring and Culler, "Multi-Protocol Active Messages on a
+ * Cluster of SMP's"). On unless AM2_SHM=0.
  *
  * Every endpoint owns one receive queue in a POSIX shared-memory object
  * named after it (/am2-<pid>-<id>). Any number of senders enqueue into it
@@ -14,9 +14,10 @@
  * sender's name, so the receiving side runs the same checks and handlers
  * (am_dispatch.c) and answers the same way.
  *
- * Long messages still go by RDMA write through the NIC: the destination's
- * segment is another process's memory. Credits are the peer's, whichever
- * path a message takes.
+ * A long message goes as pieces of data (LONGDATA) that the destination
+ * copies into its segment (another process's memory, out of the sender's
+ * reach), then its header. Credits are the peer's, whichever path a
+ * message takes.
  *
  * A full queue never makes a handler wait: what cannot be enqueued waits
  * in the sender's own list, in order, and AM_Poll and each turn of
@@ -305,6 +306,22 @@ int am_shm_send(struct am_peer *p, const struct am_wire *w, const void *payload,
         p->pend = x;
     p->pend_tail = x;
     return AM_OK;
+}
+
+/* A long message through shared memory: the data in pieces the
+ * destination copies into its segment, then the header (one queue from
+ * one sender keeps their order). The source may be reused at once. */
+int am_shm_send_long(struct am_peer *p, struct am_wire *w, const uint8_t *src)
+{
+    for (size_t off = 0; off < w->nbytes; off += AM2_MAX_MEDIUM) {
+        size_t n = w->nbytes - off < AM2_MAX_MEDIUM ? w->nbytes - off : AM2_MAX_MEDIUM;
+        struct am_wire d = {.kind = AMW_LONGDATA, .offset = w->offset + off, .nbytes = (uint32_t)n};
+        int r = am_shm_send(p, &d, src + off, n);
+        if (r != AM_OK)
+            return r;
+    }
+    w->seg_gen = AM_GEN_PLACED;
+    return am_shm_send(p, w, NULL, 0);
 }
 
 /* Hand what arrived in the endpoint's queue (at most budget) to deliver:
