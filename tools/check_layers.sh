@@ -26,7 +26,9 @@
 # library, vipd or the extensions; the extensions nothing of the library or
 # vipd; vipd and the library only what the NIC's interface declares (and
 # vipd nothing of the library); ctlsock nothing of ours; libam2 only the
-# public VIPL API. Exit 1 with every crossing listed; 0 when none.
+# public VIPL API. Within each folder of ACYCLIC, the files call each other
+# in no loop, so that they read as layers too. Exit 1 with every crossing
+# and loop listed; 0 when none.
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT" || exit 2
@@ -34,6 +36,8 @@ B=${B:-build}
 OBJ=$B/obj
 IDIRS="include ctlsock vipl/include vipl/src lanai-fw/include lanai-fw lanai-fw/link kdriver extensions am2/include am2/src am2/tools"
 NIC_IFACE="lanai-fw/include/nic.h lanai-fw/include/fw_lock.h lanai-fw/include/fw_model.h"
+# Folders whose files may not call each other in a loop (acyclic, below).
+ACYCLIC="am2/src"
 bad=0
 say() { echo "check-layers: $*" >&2; bad=1; }
 
@@ -151,5 +155,40 @@ for from in vipl kdriver ext; do
         say "$from calls the NIC's $s, which its interface (nic.h, fw_model.h, fw_lock.h) does not declare"
     done
 done
+# acyclic FOLDER: the folder's objects call each other in no loop. tsort
+# orders the file-to-file calls and names the files of each loop it meets;
+# the calls between those files are listed with the symbols behind them.
+acyclic() {
+    local folder=$1 o name loop
+    local objs=("$OBJ/$folder"/*.o)
+    if [ ! -e "${objs[0]}" ]; then
+        say "no objects under $OBJ/$folder: its files' loops not checked"
+        return
+    fi
+    for o in "${objs[@]}"; do
+        name=$(basename "$o" .o)
+        nm --defined-only -g "$o" | awk -v f="$name" 'NF == 3 { print $3, f }'
+    done | LC_ALL=C sort -u >"$D/acyclic_defs"
+    for o in "${objs[@]}"; do
+        name=$(basename "$o" .o)
+        nm -u "$o" | awk -v f="$name" '{ print $NF, f }'
+    done | LC_ALL=C sort -u >"$D/acyclic_uses"
+    # caller callee symbol, one line per call between two files
+    LC_ALL=C join "$D/acyclic_uses" "$D/acyclic_defs" |
+        awk '$2 != $3 { print $2, $3, $1 }' >"$D/acyclic_calls"
+    loop=$(awk '{ print $1, $2 }' "$D/acyclic_calls" | LC_ALL=C tsort 2>&1 >/dev/null |
+        sed -n 's/^tsort: \([^ ]*\)$/\1/p' | LC_ALL=C sort -u | tr '\n' ' ')
+    [ -n "$loop" ] || return
+    say "the files of $folder call each other in a loop: ${loop% }"
+    awk -v loop=" $loop" 'index(loop, " " $1 " ") && index(loop, " " $2 " ") {
+            calls[$1 " -> " $2] = calls[$1 " -> " $2] " " $3
+        }
+        END { for (c in calls) print c ":" calls[c] }' "$D/acyclic_calls" | LC_ALL=C sort |
+        while read -r line; do say "  $line"; done
+}
+for folder in $ACYCLIC; do
+    acyclic "$folder"
+done
+
 [ "$bad" = 0 ] && echo "check-layers: every include and call goes down"
 exit "$bad"
