@@ -28,13 +28,16 @@ override CFLAGS += -std=c11 -Wall -Wextra -Werror $(OPT) $(LTO) -g -D_GNU_SOURCE
 # others, so a header from above or beside is a compile error
 # (tools/check_layers.sh states the tiers and checks every include);
 # tests, benchmarks, examples and tools see every folder.
+# The public headers, as a program sees them installed: vipl.h and the
+# specification's via_spec.h it includes (include/).
+INC_PUBLIC     := -Ivipl/include -Iinclude
 INC_include    := -Iinclude
 INC_ctlsock    := -Iinclude -Ictlsock
-INC_lanai-fw   := -Iinclude -Ivipl/include -Ilanai-fw/include -Ilanai-fw
+INC_lanai-fw   := -Iinclude -Ilanai-fw/include -Ilanai-fw
 INC_extensions := -Iinclude -Ivipl/include -Ilanai-fw/include -Iextensions
-INC_kdriver    := -Iinclude -Ictlsock -Ivipl/include -Ilanai-fw/include -Ikdriver
+INC_kdriver    := -Iinclude -Ictlsock -Ilanai-fw/include -Ikdriver
 INC_vipl       := -Iinclude -Ictlsock -Ivipl/include -Ivipl/src -Ilanai-fw/include -Iextensions
-INC_am2        := -Iam2/include -Ivipl/include
+INC_am2        := -Iam2/include $(INC_PUBLIC)
 INC_ALL        := -Iinclude -Ictlsock -Ivipl/include -Ivipl/src -Ilanai-fw/include -Ilanai-fw \
 	-Ilanai-fw/link -Ikdriver -Iextensions -Iam2/include
 inc_of = $(or $(INC_$(firstword $(subst /, ,$(1)))),$(INC_ALL))
@@ -237,7 +240,7 @@ $(AM2_HELPERS): $(B)/tests/%: $(B)/obj/tests/%.o $(AM2SO)
 	$(CC) $(LDFLAGS) -o $@ $< -L$(B)/lib -lam2 -lvipl -Wl,-rpath,'$$ORIGIN/../lib' -lm
 
 $(STAGE)/.installed: $(LIBSO) $(LIBA) $(AM2SO) $(AM2A) $(AMRUN) $(VIPD) $(VIPCTL) $(VIPCLOCK_SO) \
-		$(B)/bin/vip_model $(wildcard am2/include/*.h vipl/include/*.h) am2/am2.pc.in vipl/vipl.pc.in
+		$(B)/bin/vip_model $(wildcard am2/include/*.h vipl/include/*.h) include/via_spec.h am2/am2.pc.in vipl/vipl.pc.in
 	@$(MAKE) --no-print-directory install-files PREFIX=$(abspath $(STAGE)) DESTDIR= >/dev/null
 	@touch $@
 
@@ -248,12 +251,12 @@ $(AMUDP_PROGS): $(B)/tests/amudp/%: tests/amudp/%.c $(STAGE)/.installed
 
 $(filter-out $(EXAMPLES_AM2),$(EXAMPLES)): $(B)/examples/%: examples/%.c examples/example.h $(LIBSO)
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -Wall -Wextra -Werror -O2 -g $(SAN) -Ivipl/include -o $@ $< \
+	$(CC) -std=c11 -Wall -Wextra -Werror -O2 -g $(SAN) $(INC_PUBLIC) -o $@ $< \
 		-L$(B)/lib -lvipl -Wl,-rpath,'$$ORIGIN/../lib'
 
 $(EXAMPLES_AM2): $(B)/examples/%: examples/%.c $(AM2SO)
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -Wall -Wextra -Werror -O2 -g $(SAN) -Iam2/include -Ivipl/include -o $@ $< \
+	$(CC) -std=c11 -Wall -Wextra -Werror -O2 -g $(SAN) -Iam2/include $(INC_PUBLIC) -o $@ $< \
 		-L$(B)/lib -lam2 -lvipl -Wl,-rpath,'$$ORIGIN/../lib'
 
 $(AM2_BENCHES): $(B)/bin/%: $(B)/obj/bench/%.o $(AM2SO)
@@ -266,12 +269,12 @@ $(B)/lib/pkgconfig/am2.pc: am2/am2.pc.in
 
 $(OLDVIA): $(wildcard tests/oldvia/*.[ch]) $(LIBSO)
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu99 -O2 -g -Wall -Wextra -Werror $(SAN) -Ivipl/include -o $@ \
+	$(CC) -std=gnu99 -O2 -g -Wall -Wextra -Werror $(SAN) $(INC_PUBLIC) -o $@ \
 		$(filter %.c,$^) -L$(B)/lib -lvipl -lpthread -Wl,-rpath,'$$ORIGIN/../lib'
 
-$(COMPAT_PROGS): $(B)/tests/compat/%: tests/compat/%.c vipl/include/vipl.h $(LIBSO)
+$(COMPAT_PROGS): $(B)/tests/compat/%: tests/compat/%.c vipl/include/vipl.h include/via_spec.h $(LIBSO)
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu89 -Wall -Wextra -Werror $(OPT) -g $(SAN) -Ivipl/include -o $@ $< \
+	$(CC) -std=gnu89 -Wall -Wextra -Werror $(OPT) -g $(SAN) $(INC_PUBLIC) -o $@ $< \
 		-L$(B)/lib -lvipl -Wl,-rpath,'$$ORIGIN/../../lib'
 
 $(B)/lib/pkgconfig/vipl.pc: vipl/vipl.pc.in
@@ -425,7 +428,7 @@ install: deps
 install-files: $(LIBSO) $(LIBA) $(VIPD) $(VIPCTL) $(VIPCLOCK_SO) $(B)/lib/pkgconfig/vipl.pc \
 		$(AM2SO) $(AM2A) $(AMRUN) $(B)/bin/vip_model
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
-	install -m 644 vipl/include/vipl.h vipl/include/vipl_ext.h am2/include/am2.h \
+	install -m 644 vipl/include/vipl.h include/via_spec.h vipl/include/vipl_ext.h am2/include/am2.h \
 		am2/include/am2_spmd.h am2/include/amudp.h am2/include/amudp_spmd.h \
 		$(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(LIBSO) $(AM2SO) $(DESTDIR)$(PREFIX)/lib/

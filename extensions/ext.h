@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <vipl.h>
+#include "via_spec.h"
 
 #include "nic.h"
 

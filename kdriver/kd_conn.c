@@ -25,7 +25,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "vipl.h"
+#include "via_spec.h"
 
 const char *const kd_conn_state_name[KD_CONN_NSTATES] = {
     [KD_CONN_MATCHED] = "MATCHED",     [KD_CONN_ACCEPTED] = "ACCEPTED",

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vipl.h"
+#include "via_spec.h"
 
 /* ---- ptags ------------------------------------------------------------------ */
 

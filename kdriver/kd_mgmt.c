@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vipl.h"
+#include "via_spec.h"
 
 static uint64_t ld(_Atomic uint64_t *p)
 {

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "nic.h" /* fw_profile_load (fw_model.h, part of the NIC's interface) */
-#include "vipl.h"
+#include "via_spec.h"
 
 void kd_nic_addr(unsigned index, uint8_t out[VIA_NIC_ADDR_LEN])
 {

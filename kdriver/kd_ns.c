@@ -35,7 +35,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 
-#include "vipl.h"
+#include "via_spec.h"
 
 #define NS_NAME_MAX 63u        /* bytes of a name (NS_LOOKUP carries 64) */
 #define NS_MAX_ENTRIES 65536u  /* name-address pairs of the hosts file */

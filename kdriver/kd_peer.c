@@ -26,7 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "vipl.h"
+#include "via_spec.h"
 
 enum kd_peer_state {
     KD_PEER_PENDING,   /* waiting for the mirror request */

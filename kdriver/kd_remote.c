@@ -39,7 +39,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "vipl.h"
+#include "via_spec.h"
 
 /* A UDP socket on the listen address, any port: its fd and *port. */
 static int udp_socket(uint16_t *port, struct kd_reply *r)

@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "vipl.h"
+#include "via_spec.h"
 
 bool kd_user_admitted(uid_t uid)
 {

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vipl.h"
+#include "via_spec.h"
 
 static const char *const vi_state_name[] = {
     [VIA_VI_IDLE] = "IDLE",

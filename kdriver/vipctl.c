@@ -17,7 +17,7 @@
 #include "ctl_sock.h"
 #include "via_abi.h"
 #include "vipctl_hostdev.h"
-#include "vipl.h"
+#include "via_spec.h"
 
 static char sockpath[512];
 static bool sock_system; /* the system vipd's socket: root's, or refused */

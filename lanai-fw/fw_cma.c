@@ -30,7 +30,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include <vipl.h>
+#include "via_spec.h"
 
 #include "fw.h"
 #include "fw_link.h"

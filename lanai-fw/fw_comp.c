@@ -8,7 +8,7 @@
  * The send pipeline (fw_tx.c) asks fw_comp_wait what T6 does next while
  * its message awaits an answer.
  */
-#include <vipl.h>
+#include "via_spec.h"
 
 #include "fw.h"
 #include "fw_hal.h"

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <vipl.h>
+#include "via_spec.h"
 
 #include "fw.h"
 #include "fw_link.h"

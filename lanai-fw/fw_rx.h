@@ -12,7 +12,7 @@
 #ifndef FW_RX_H
 #define FW_RX_H
 
-#include <vipl.h>
+#include "via_spec.h"
 
 #include "fw.h"
 

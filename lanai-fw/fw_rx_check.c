@@ -16,7 +16,7 @@
 #include <errno.h>
 #include <stdio.h>
 
-#include <vipl.h>
+#include "via_spec.h"
 
 #include "fw.h"
 #include "fw_hal.h"

@@ -23,7 +23,7 @@
  * a standard descriptor is checked for, so a program sees the same statuses
  * whichever way its message went.
  */
-#include <vipl.h>
+#include "via_spec.h"
 
 #include "fw.h"
 #include "fw_hal.h"

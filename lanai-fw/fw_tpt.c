@@ -6,7 +6,7 @@
  * agent (vipd) and mapped read-only into the NIC's view; the library may
  * close an entry for this NIC alone (its registration cache).
  */
-#include <vipl.h>
+#include "via_spec.h"
 
 #include "fw.h"
 

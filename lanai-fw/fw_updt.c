@@ -15,7 +15,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <vipl.h>
+#include "via_spec.h"
 
 #include "fw.h"
 #include "fw_hal.h"

@@ -67,7 +67,7 @@
 #include "fw_hal.h"
 #include "fw_net.h"
 #include "fw_ofi.h"
-#include "vipl.h"
+#include "via_spec.h"
 
 #define OFI_HELLO_MAGIC 0x464f4956u /* "VIOF" */
 #define OFI_HELLO_NS 5000000ull     /* a hello every 5 ms until answered */

@@ -16,7 +16,7 @@
 
 #include "fw.h"
 #include "fw_net.h"
-#include "vipl.h"
+#include "via_spec.h"
 
 static struct via_wire_hdr *udp_reserve(struct fw_link *l, uint32_t payload)
 {
