@@ -45,7 +45,8 @@ struct ext_send_ctx {
     uint32_t max_transfer;
 };
 /* Choose how a send reaches the NIC and build its doorbell token; *bytes
- * is the message length the host cost depends on. */
+ * is the message length the host cost depends on. Called with the VI's
+ * lock held (nic_vi_lock). */
 enum fw_ext_mode ext_prepare_send(struct ext_vi *e, const struct ext_send_ctx *c,
                                   VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh,
                                   struct via_db_token *tok, uint32_t *bytes);

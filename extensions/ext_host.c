@@ -131,7 +131,7 @@ static bool descless(struct ext_vi *e, const struct ext_send_ctx *c, VIP_DESCRIP
     uint32_t slot = e->descless_next % VIA_DESCLESS_NSLOTS;
     _Atomic uint32_t *busy = &c->db->descless_busy[slot];
     if (atomic_load_explicit(busy, memory_order_acquire)) {
-        nic_vi_progress(c->hw, true); /* the NIC may be done with it by now */
+        nic_vi_turn_locked(c->hw, true); /* the NIC may be done with it by now */
         if (atomic_load_explicit(busy, memory_order_acquire))
             return false;
     }

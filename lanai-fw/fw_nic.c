@@ -215,24 +215,18 @@ bool nic_vi_take_error(struct fw_vi *vi, struct nic_error *e)
 
 /* ---- T1/R1 Ring --------------------------------------------------------------------- */
 
-/* The token into the VI's doorbell ring, published by prod (the host is
- * the ring's only producer: the library's VI lock). A full ring is first
- * emptied into the NIC's queue (the NIC takes tokens whenever asked),
- * under the NIC's lock: `locked` says the caller holds it already.
+/* The token into the VI's doorbell ring, published by prod (vi->lock
+ * held: the host is the ring's only producer). A full ring is first
+ * emptied into the NIC's queue (the NIC takes tokens whenever asked).
  * at_ns: when the programmed I/O completes (send rings only). */
 static inline void ring_put(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
-                            uint64_t at_ns, bool locked)
+                            uint64_t at_ns)
 {
     struct via_db_queue *q = recv ? &vi->db->rq : &vi->db->sq;
     uint64_t *ring_ns = recv ? NULL : vi->db_ring_ns;
     uint32_t prod = atomic_load_explicit(&q->prod, memory_order_relaxed);
-    if (prod - atomic_load_explicit(&q->cons, memory_order_acquire) >= VIA_DB_SLOTS) {
-        if (!locked)
-            fw_lock(&vi->lock);
+    if (prod - atomic_load_explicit(&q->cons, memory_order_acquire) >= VIA_DB_SLOTS)
         fw_bell_take(q, recv ? &vi->resp.rq : &vi->req.sq, ring_ns);
-        if (!locked)
-            fw_unlock(&vi->lock);
-    }
     q->tok[prod % VIA_DB_SLOTS] = *tok;
     if (ring_ns)
         ring_ns[prod % VIA_DB_SLOTS] = at_ns;
@@ -250,20 +244,23 @@ static bool queue_direct(const struct fw_vi *vi)
            vi->req.sq.tail - vi->req.sq.head < VIA_QUEUE_DEPTH;
 }
 
-uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
-                  enum fw_ext_mode mode, uint32_t bytes, uint64_t rung_ns)
+struct fw_lock *nic_vi_lock(struct fw_vi *vi)
+{
+    return &vi->lock;
+}
+
+uint64_t nic_ring_locked(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
+                         enum fw_ext_mode mode, uint32_t bytes, uint64_t rung_ns)
 {
     struct fw_nic *nic = vi->nic;
     enum via_stage st = recv ? VIA_ST_R1_RING : VIA_ST_T1_RING;
     if (recv && !nic->paced) {
         /* R1 on a native NIC: no model to keep and nothing to run now (the
-         * NIC takes the token at its next turn), so no lock of the NIC's
-         * unless the ring is full. */
-        ring_put(vi, true, tok, 0, false);
+         * NIC takes the token at its next turn). */
+        ring_put(vi, true, tok, 0);
         FW_TRACE(nic, st, vi->vi_id, 0, bytes);
         return 0;
     }
-    fw_lock(&vi->lock);
     uint64_t cost = 0;
     if (nic->paced) {
         double c = fw_cost_post(nic->prof, recv ? FW_EXT_STANDARD : mode, bytes);
@@ -273,7 +270,7 @@ uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
     if (!recv && !nic->paced && queue_direct(vi))
         wq_put(&vi->req.sq, tok, 0);
     else
-        ring_put(vi, recv, tok, rung_ns + cost, true);
+        ring_put(vi, recv, tok, rung_ns + cost);
     FW_TRACE(nic, st, vi->vi_id, recv ? 0 : vi->req.seq + 1, bytes);
     if (!recv && !nic->paced) {
         /* Hardware doorbells: the NIC is pointed at this VI and runs at once,
@@ -297,6 +294,14 @@ uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
         fw_want_visit(vi);
         fw_thread_kick(nic); /* only a thread in deep sleep needs telling */
     }
+    return cost;
+}
+
+uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
+                  enum fw_ext_mode mode, uint32_t bytes, uint64_t rung_ns)
+{
+    fw_lock(&vi->lock);
+    uint64_t cost = nic_ring_locked(vi, recv, tok, mode, bytes, rung_ns);
     fw_unlock(&vi->lock);
     return cost;
 }
@@ -526,19 +531,29 @@ struct via_chan_dir *nic_vi_wake_dir(struct fw_vi *vi)
     return atomic_load_explicit(&vi->wake_dir, memory_order_acquire);
 }
 
-uint64_t nic_vi_progress(struct fw_vi *vi, bool host)
+bool nic_vi_busy(struct fw_vi *vi, bool host)
 {
     if (host) {
         host_polled(vi->nic);
         bump(&vi->host_polls);
     }
-    if (vi_quiet(vi))
-        return 0;
-    fw_lock(&vi->lock);
+    return !vi_quiet(vi);
+}
+
+uint64_t nic_vi_turn_locked(struct fw_vi *vi, bool host)
+{
     atomic_store_explicit(&vi->host_in, host, memory_order_relaxed);
     fw_vi_run(vi, true);
-    uint64_t held = vi->held;
     atomic_store_explicit(&vi->host_in, false, memory_order_relaxed);
+    return vi->held;
+}
+
+uint64_t nic_vi_progress(struct fw_vi *vi, bool host)
+{
+    if (!nic_vi_busy(vi, host))
+        return 0;
+    fw_lock(&vi->lock);
+    uint64_t held = nic_vi_turn_locked(vi, host);
     fw_unlock(&vi->lock);
     return held;
 }

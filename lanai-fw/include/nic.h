@@ -94,17 +94,28 @@ bool nic_vi_take_error(struct fw_vi *vi, struct nic_error *e);
 const _Atomic bool *nic_vi_error_flag(const struct fw_vi *vi);
 
 /*
+ * The VI's lock: the NIC runs the VI's stages under it, and the host
+ * library keeps its own record of the VI's queues under the same lock, so
+ * a post or a Done that runs the NIC takes one lock, not two. Lives as
+ * long as the VI. The _locked calls below expect the caller to hold it.
+ */
+struct fw_lock *nic_vi_lock(struct fw_vi *vi);
+
+/*
  * T1/R1 Ring: the host writes one token into the VI's doorbell ring. The
  * NIC has hardware doorbells in the native profile: it takes the send
  * doorbell at once and runs as far as it can on the caller's CPU; a
  * receive doorbell waits in the ring for the NIC's next turn (the caller
- * serializes the posts of one queue, as the host library's VI lock does). A paced
- * NIC finds doorbells by its scan; its work is modelled from rung_ns and
- * done by whoever next lends it a CPU. Returns the host's cost (ns) of
- * Build + Ring in the profile, which the caller spends before returning.
+ * serializes the posts of one queue). A paced NIC finds doorbells by its
+ * scan; its work is modelled from rung_ns and done by whoever next lends
+ * it a CPU. Returns the host's cost (ns) of Build + Ring in the profile,
+ * which the caller spends before returning. nic_ring takes the VI's lock;
+ * nic_ring_locked is for a caller that holds it (the library's post).
  */
 uint64_t nic_ring(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
                   enum fw_ext_mode mode, uint32_t bytes, uint64_t rung_ns);
+uint64_t nic_ring_locked(struct fw_vi *vi, bool recv, const struct via_db_token *tok,
+                         enum fw_ext_mode mode, uint32_t bytes, uint64_t rung_ns);
 
 /*
  * Done: the host's cost (ns) in the profile of taking one completion off a
@@ -121,6 +132,13 @@ uint64_t nic_done_cost(const struct fw_vi *vi);
  * host = true: the NIC's thread then leaves it the work.
  */
 uint64_t nic_vi_progress(struct fw_vi *vi, bool host);
+/* nic_vi_progress in two steps, for a caller that takes a completion in
+ * the same turn under the VI's lock (nic_vi_lock): nic_vi_busy looks
+ * without the lock (and counts a host's poll): false when the VI's last
+ * turn left nothing to do but wait for the link; nic_vi_turn_locked runs
+ * the turn, the caller holding the lock. */
+bool nic_vi_busy(struct fw_vi *vi, bool host);
+uint64_t nic_vi_turn_locked(struct fw_vi *vi, bool host);
 uint64_t nic_progress(struct fw_nic *nic, bool host);
 
 /*

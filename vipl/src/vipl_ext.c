@@ -65,10 +65,10 @@ VIP_RETURN VipExtSetMode(VIP_VI_HANDLE ViHandle, VIP_EXT_MODE Mode, VIP_ULONG Ma
     if (m == FW_EXT_MERGED && !merged_staging(vi))
         return vipl_fail(VIP_ERROR_RESOURCE, "cannot register the merged-descriptor staging "
                                              "area: %s", vip_last_error());
-    fw_lock(&vi->lock);
+    fw_lock(vi->lock);
     vi->ext.mode = m;
     vi->ext.max = max;
-    fw_unlock(&vi->lock);
+    fw_unlock(vi->lock);
     return VIP_SUCCESS;
 }
 
@@ -77,10 +77,10 @@ VIP_RETURN VipExtGetMode(VIP_VI_HANDLE ViHandle, VIP_EXT_MODE *Mode, VIP_ULONG *
     struct vip_vi *vi = vipl_vi(ViHandle);
     if (!vi || !Mode || !MaxBytes)
         return vipl_fail(VIP_INVALID_PARAMETER, "NULL or stale argument to VipExtGetMode");
-    fw_lock(&vi->lock);
+    fw_lock(vi->lock);
     *Mode = (VIP_EXT_MODE)vi->ext.mode;
     *MaxBytes = vi->ext.max;
-    fw_unlock(&vi->lock);
+    fw_unlock(vi->lock);
     return VIP_SUCCESS;
 }
 

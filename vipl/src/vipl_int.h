@@ -132,7 +132,9 @@ struct vip_vi {
     VIP_PVOID handle;
     uint16_t gen;                /* the NIC's incarnation of that id */
     struct vip_nic *nic;
-    struct fw_lock lock;         /* the host's queues below (the NIC locks its own) */
+    /* The VI's one lock (nic_vi_lock): the host's queues below, and the
+     * NIC's stages, which a post or a poll then runs without a second. */
+    struct fw_lock *lock;
     struct fw_vi *hw;            /* the NIC's VI (nic.h) */
     bool paced;                  /* its NIC keeps a timing model (nic_paced) */
     const _Atomic bool *err_flag; /* nic_vi_error_flag */

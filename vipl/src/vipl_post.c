@@ -3,7 +3,8 @@
  *
  * VipPostSend/VipPostRecv record the descriptor in the host's queue, clear
  * its status, and ring the VI's doorbell (T1/R1): a token naming the
- * descriptor goes into the doorbell page (nic_ring). The host pays what
+ * descriptor goes into the doorbell page (nic_ring_locked: the VI's one
+ * lock covers the library's queue and the NIC's stages). The host pays what
  * the profile says the host pays, Build plus the programmed-I/O writes of
  * the token, and nothing of the NIC's time: the NIC's stages run against
  * its own modelled resources, on this thread only as far as they can go
@@ -25,10 +26,10 @@ static VIP_RETURN post_in(struct vip_vi *vi, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE m
 {
     bool paced = vi->paced;
     uint64_t t0 = paced ? nic_model_now_ns() : 0, cost;
-    fw_lock(&vi->lock);
+    fw_lock(vi->lock);
     uint32_t st = atomic_load_explicit(&vi->db->state, memory_order_relaxed);
     if (!recv && (st == VIA_VI_IDLE || st == VIA_VI_PENDING)) {
-        fw_unlock(&vi->lock);
+        fw_unlock(vi->lock);
         return vipl_fail(VIP_INVALID_STATE, "VI %u is not connected: cannot send", vi->id);
     }
     /* A receive posted before the connection waits unread until a message
@@ -38,7 +39,7 @@ static VIP_RETURN post_in(struct vip_vi *vi, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE m
                        ? nic_tpt_check(vi->hw, mh, (uintptr_t)d, sizeof *d)
                        : 0;
     if (bad) {
-        fw_unlock(&vi->lock);
+        fw_unlock(vi->lock);
         char bits[256];
         vipl_status_bits(bad, bits, sizeof bits);
         return vipl_fail(VIP_INVALID_PARAMETER,
@@ -47,7 +48,7 @@ static VIP_RETURN post_in(struct vip_vi *vi, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE m
     }
     struct vip_queue *q = recv ? &vi->rq : &vi->sq;
     if (q->tail - q->head >= VIA_QUEUE_DEPTH) {
-        fw_unlock(&vi->lock);
+        fw_unlock(vi->lock);
         return vipl_fail(VIP_ERROR_RESOURCE,
                          "%s queue of VI %u is full (%u descriptors outstanding)",
                          recv ? "receive" : "send", vi->id, VIA_QUEUE_DEPTH);
@@ -68,8 +69,8 @@ static VIP_RETURN post_in(struct vip_vi *vi, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE m
         m = ext_prepare_send(&vi->ext, &ec, d, mh, &tok, &n);
         count1(&c->sq_posted);
     }
-    cost = nic_ring(vi->hw, recv, &tok, m, n, t0);
-    fw_unlock(&vi->lock);
+    cost = nic_ring_locked(vi->hw, recv, &tok, m, n, t0);
+    fw_unlock(vi->lock);
     if (cost && vt)
         nic_vt_spend(t0 + cost); /* virtual time: the clock moves, nobody waits */
     else if (cost)

@@ -93,6 +93,7 @@ VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES *ViAttribs,
         return vipl_fail(VIP_ERROR_RESOURCE, "the NIC has no room for VI %u", r.vi_id);
     }
     vi->gen = nic_vi_gen(vi->hw);
+    vi->lock = nic_vi_lock(vi->hw);
     if (!(vi->handle = vipl_handle_new(vi))) {
         nic_vi_destroy(vi->hw);
         munmap(db, sizeof *db);
@@ -102,7 +103,6 @@ VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES *ViAttribs,
         return vipl_fail(VIP_ERROR_RESOURCE, "this process has %u VIPL objects (the limit)",
                          VIPL_HANDLE_SLOTS);
     }
-    atomic_init(&vi->lock.held, 0);
     vi->paced = nic_paced(n->hw);
     vi->err_flag = nic_vi_error_flag(vi->hw);
     vipl_notifiers_init(&vi->notify);
@@ -210,7 +210,7 @@ VIP_RETURN VipQueryVi(VIP_VI_HANDLE ViHandle, VIP_VI_STATE *State, VIP_VI_ATTRIB
     struct vip_vi *vi = vipl_vi(ViHandle);
     if (!vi)
         return vipl_fail(VIP_INVALID_PARAMETER, "not a VI handle");
-    fw_lock(&vi->lock);
+    fw_lock(vi->lock);
     if (State)
         *State = vip_state(atomic_load(&vi->db->state));
     if (ViAttribs)
@@ -219,7 +219,7 @@ VIP_RETURN VipQueryVi(VIP_VI_HANDLE ViHandle, VIP_VI_STATE *State, VIP_VI_ATTRIB
         *ViSendQEmpty = vi->sq.head == vi->sq.tail;
     if (ViRecvQEmpty)
         *ViRecvQEmpty = vi->rq.head == vi->rq.tail;
-    fw_unlock(&vi->lock);
+    fw_unlock(vi->lock);
     return VIP_SUCCESS;
 }
 
@@ -242,7 +242,7 @@ VIP_RETURN VipSetViAttributes(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES *ViAttri
     VIP_RETURN rc = vipl_call(vi->nic, VIA_CTL_SET_VI, &q, sizeof q, NULL, 0, NULL, NULL);
     if (rc != VIP_SUCCESS)
         return rc;
-    fw_lock(&vi->lock);
+    fw_lock(vi->lock);
     vi->attr = *ViAttribs;
     if (vi->attr.MaxTransferSize == 0)
         vi->attr.MaxTransferSize = VIA_MAX_TRANSFER;
@@ -251,7 +251,7 @@ VIP_RETURN VipSetViAttributes(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES *ViAttri
                                .max_transfer = (uint32_t)vi->attr.MaxTransferSize,
                                .rdma_write = q.attr.rdma_write != 0,
                                .rdma_read = q.attr.rdma_read != 0};
-    fw_unlock(&vi->lock);
+    fw_unlock(vi->lock);
     nic_vi_set_params(vi->hw, &np);
     return VIP_SUCCESS;
 }

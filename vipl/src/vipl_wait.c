@@ -117,24 +117,28 @@ struct vip_vi *vipl_vi_by_id(struct vip_nic *n, uint32_t id, uint16_t gen)
     return vi;
 }
 
-/* Take a completed descriptor off the head of one of a VI's queues. */
-static inline bool pop_done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out)
+/* Can a Done find something? Looked at without the lock: the NIC
+ * completes a queue in order and counts completions (after writing the
+ * status), so nothing can be done while its count equals our head. (Not
+ * the descriptor itself: once taken by another thread it is the
+ * program's again.) A poll that finds nothing done costs no lock. */
+static inline bool done_waiting(const struct vip_vi *vi, bool recv)
 {
-    struct vip_queue *q = recv ? &vi->rq : &vi->sq;
-    bool got = false;
-    /* Look first, lock only to take: a poll that finds nothing done costs
-     * no lock. The NIC completes a queue in order and counts completions
-     * (after writing the status), so nothing can be done while its count
-     * equals our head. (Not the descriptor itself: once taken by another
-     * thread it is the program's again.) */
+    const struct vip_queue *q = recv ? &vi->rq : &vi->sq;
     const struct via_vi_counters *cnt = &vi->db->cnt;
     uint32_t done_n = (uint32_t)atomic_load_explicit(recv ? &cnt->rq_done : &cnt->sq_done,
                                                      memory_order_relaxed);
+    return done_n != atomic_load_explicit(&q->head, memory_order_relaxed);
+}
+
+/* Take a completed descriptor off the head of one of a VI's queues (the
+ * VI's lock held). */
+static inline bool take_locked(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out)
+{
+    struct vip_queue *q = recv ? &vi->rq : &vi->sq;
+    const struct via_vi_counters *cnt = &vi->db->cnt;
+    bool got = false;
     uint32_t h = atomic_load_explicit(&q->head, memory_order_relaxed);
-    if (done_n == h)
-        return false;
-    fw_lock(&vi->lock);
-    h = atomic_load_explicit(&q->head, memory_order_relaxed);
     if (h != q->tail) {
         VIP_DESCRIPTOR *d = q->desc[h % VIA_QUEUE_DEPTH];
         bool done = __atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE;
@@ -160,7 +164,16 @@ static inline bool pop_done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out)
             got = true;
         }
     }
-    fw_unlock(&vi->lock);
+    return got;
+}
+
+static inline bool pop_done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out)
+{
+    if (!done_waiting(vi, recv))
+        return false;
+    fw_lock(vi->lock);
+    bool got = take_locked(vi, recv, out);
+    fw_unlock(vi->lock);
     return got;
 }
 
@@ -220,13 +233,23 @@ static __attribute__((noinline)) VIP_RETURN done_progress(struct vip_vi *vi, boo
     bool vt = vi->paced && nic_virtual_time;
     if (vt)
         vt_poll_begin(vi->nic->hw);
-    uint64_t h = nic_vi_progress(vi->hw, true);
+    /* The NIC's turn and the take under one hold of the VI's lock. A
+     * paced host pays Done's modelled cost for what it takes; the
+     * library's own work of taking it happens inside that cost. */
+    uint64_t h = 0, t0 = 0;
+    bool got;
+    if (nic_vi_busy(vi->hw, true)) {
+        fw_lock(vi->lock);
+        h = nic_vi_turn_locked(vi->hw, true);
+        t0 = vi->paced ? nic_model_now_ns() : 0;
+        got = done_waiting(vi, recv) && take_locked(vi, recv, out);
+        fw_unlock(vi->lock);
+    } else {
+        t0 = vi->paced ? nic_model_now_ns() : 0;
+        got = pop_done(vi, recv, out);
+    }
     if (held)
         *held = h;
-    /* A paced host pays Done's modelled cost for what it takes; the
-     * library's own work of taking it happens inside that cost. */
-    uint64_t t0 = vi->paced ? nic_model_now_ns() : 0;
-    bool got = pop_done(vi, recv, out);
     vipl_deliver_error(vi);
     if (got) {
         if (vt)
