@@ -157,7 +157,7 @@ int fw_cma_pull(struct fw_vi *vi, const struct via_rts_seg *src, unsigned n, uin
     /* The pid was the peer's all along only if the peer still lives: a
      * pid is not reused before its zombie is reaped. */
     int fd = atomic_load_explicit(&vi->peer_pidfd, memory_order_relaxed);
-    if (fd < 0 || fw_live_exited(fd))
+    if (fd < 0 || hal_pidfd_exited(fd))
         return ESRCH;
     return 0;
 }

@@ -20,12 +20,11 @@
  * its descriptors flushed), and our sleepers are woken.
  *
  * A remote peer (another host's NIC) comes with no pidfd: its link's own
- * timeouts are its liveness.
+ * timeouts are its liveness. Which pidfd a VI watches is its connection's
+ * (fw_live_watch in fw_vi.c); whether a process has exited, the host's
+ * (hal_pidfd_exited in fw_hal.h).
  */
-#include <errno.h>
 #include <poll.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "fw.h"
 #include "fw_hal.h"
@@ -33,40 +32,6 @@
 #define FW_LIVE_NS 200000000u /* look at most this often */
 #define FW_LIVE_BATCH 64u     /* pidfds per poll() */
 
-void fw_live_watch(struct fw_vi *vi, int pidfd)
-{
-    fw_live_unwatch(vi);
-    if (pidfd < 0)
-        return;
-    atomic_store(&vi->peer_pidfd, pidfd);
-    atomic_fetch_add(&vi->nic->nlive, 1);
-}
-
-void fw_live_unwatch(struct fw_vi *vi)
-{
-    int fd = atomic_exchange(&vi->peer_pidfd, -1);
-    if (fd < 0)
-        return;
-    close(fd);
-    atomic_fetch_sub(&vi->nic->nlive, 1);
-}
-
-/* A pidfd polls readable once its process has exited; the kernel then
- * confirms it (a signal 0 to an exited process fails with ESRCH). Only
- * both are death: an fd that is not a pidfd (its number closed elsewhere
- * and taken by a readable pipe or socket) fails the signal with EBADF or
- * EINVAL and proves nothing, and a peer that is merely slow is neither. */
-bool fw_live_exited(int pidfd)
-{
-    struct pollfd p = {.fd = pidfd, .events = POLLIN};
-    if (pidfd < 0 || poll(&p, 1, 0) != 1 || !(p.revents & POLLIN))
-        return false;
-#ifdef SYS_pidfd_send_signal
-    return syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0 && errno == ESRCH;
-#else
-    return true;
-#endif
-}
 
 /* A watched pidfd of VI id polled readable: confirm under the VI's lock
  * (the connection may have ended, and the fd number been reused, since
@@ -77,7 +42,7 @@ static bool peer_died(struct fw_nic *nic, unsigned id)
     if (!vi)
         return false;
     fw_lock(&vi->lock);
-    bool dead = vi->chan && fw_live_exited(atomic_load(&vi->peer_pidfd));
+    bool dead = vi->chan && hal_pidfd_exited(atomic_load(&vi->peer_pidfd));
     if (dead) {
         fw_live_unwatch(vi); /* told once */
         uint32_t open = VIA_CHAN_OPEN;

@@ -95,8 +95,8 @@ void fw_resp_respond(struct fw_vi *vi)
          * deregistered meanwhile is never read (the check and the copy are
          * one turn under the VI's lock: nic_mem_fence). The read then
          * fails at the initiator with a protection error. */
-        if (frag && fw_tpt_check_rdma(vi, vi->resp.rd.rkey, vi->resp.rd.raddr + vi->resp.rd.off, frag,
-                                      VIA_TPT_RDMA_READ)) {
+        if (frag && fw_tpt_check_rdma(vi, vi->resp.rd.rkey, vi->resp.rd.raddr + vi->resp.rd.off,
+                                      frag, VIA_TPT_RDMA_READ)) {
             vi->resp.rd.active = false;
             fw_rx_refused(vi, VIA_RXC_RDMAR_PROT, vi->resp.rd.seq);
             resp_refuse(vi, vi->resp.rd.seq, VIA_NAK_PROTECTION);
@@ -336,7 +336,8 @@ void fw_resp_write(struct fw_vi *vi, const struct via_wire_hdr *h,
         vi->resp.wr.rkey = h->rkey;
         vi->resp.wr.raddr = h->raddr;
         vi->resp.wr.len = h->msg_len;
-        vi->resp.state = resp_write_target_ok(vi, h, h->raddr, h->msg_len) ? FW_RX_PLACE : FW_RX_DISCARD;
+        vi->resp.state =
+            resp_write_target_ok(vi, h, h->raddr, h->msg_len) ? FW_RX_PLACE : FW_RX_DISCARD;
     } else if (vi->resp.state == FW_RX_PLACE && h->frag_len &&
                !resp_write_target_ok(vi, h, h->raddr + h->frag_off, h->frag_len)) {
         vi->resp.state = FW_RX_DISCARD;

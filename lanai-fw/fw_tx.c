@@ -63,7 +63,8 @@ static __attribute__((noinline)) void tx_flush_unusable(struct fw_vi *vi)
 /* T2 Bell: take the next token; flush it if the VI cannot send. */
 static int tx_idle(struct fw_vi *vi)
 {
-    if (vi->req.sq.head == vi->req.sq.tail && !fw_bell_take(&vi->db->sq, &vi->req.sq, vi->db_ring_ns))
+    if (vi->req.sq.head == vi->req.sq.tail &&
+        !fw_bell_take(&vi->db->sq, &vi->req.sq, vi->db_ring_ns))
         return FW_TX_BLOCKED;
     FW_TRACE(vi->nic, VIA_ST_T2_BELL, vi->vi_id, vi->req.seq + 1, 0);
     if (!vi_usable(vi)) {
@@ -85,15 +86,17 @@ static void tx_schedule(struct fw_vi *vi)
     unsigned segs = read ? 0 : vi->req.txd.segcount;
     /* T3 fetches every segment of the descriptor: an RDMA one's address
      * segment too (the model counts it, bench/vip_model.c). */
-    unsigned desc_segs = vi->req.txd.segcount + (vi->req.txd.op != VIP_CONTROL_OP_SENDRECV ? 1u : 0u);
+    unsigned desc_segs =
+        vi->req.txd.segcount + (vi->req.txd.op != VIP_CONTROL_OP_SENDRECV ? 1u : 0u);
     double c2 = fw_cost_stage(p, VIA_ST_T2_BELL, m, n, segs);
     double c3 = fw_cost_stage(p, VIA_ST_T3_XDES, m, n, desc_segs);
     double c4 = fw_cost_stage(p, VIA_ST_T4_XDATA, m, n, segs);
     double c5 = fw_cost_stage(p, VIA_ST_T5_TRANSMIT, m, n, segs);
     double c6 = fw_cost_stage(p, VIA_ST_T6_UPDT, m, n, segs);
     uint64_t total = (uint64_t)(c2 + c3 + c4 + c5 + c6);
-    uint64_t start = fw_sched_send(vi->nic, vi->vi_id, vi->req.sq.ring_ns[vi->req.sq.head % VIA_QUEUE_DEPTH],
-                                   total, m != FW_EXT_STANDARD);
+    uint64_t start =
+        fw_sched_send(vi->nic, vi->vi_id, vi->req.sq.ring_ns[vi->req.sq.head % VIA_QUEUE_DEPTH],
+                      total, m != FW_EXT_STANDARD);
     vi->req.msg.span_start = start + (uint64_t)(c2 + c3);
     vi->req.msg.span_ns = (uint64_t)(c4 + c5);
     vi->req.msg.release = start + total;

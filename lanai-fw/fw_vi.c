@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "via_spec.h"
 
@@ -28,6 +29,26 @@ static void vi_linked_mark(struct fw_vi *vi, bool on)
         atomic_fetch_or(&vi->nic->linked[vi->vi_id / 64], bit);
     else
         atomic_fetch_and(&vi->nic->linked[vi->vi_id / 64], ~bit);
+}
+
+/* The peer process of a local connection, watched by its pidfd (fw_live.c
+ * looks at the watched ones now and then). */
+void fw_live_watch(struct fw_vi *vi, int pidfd)
+{
+    fw_live_unwatch(vi);
+    if (pidfd < 0)
+        return;
+    atomic_store(&vi->peer_pidfd, pidfd);
+    atomic_fetch_add(&vi->nic->nlive, 1);
+}
+
+void fw_live_unwatch(struct fw_vi *vi)
+{
+    int fd = atomic_exchange(&vi->peer_pidfd, -1);
+    if (fd < 0)
+        return;
+    close(fd);
+    atomic_fetch_sub(&vi->nic->nlive, 1);
 }
 
 void fw_link_check(struct fw_vi *vi)
@@ -89,7 +110,8 @@ bool fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t p
     }
     vi->chan = chan;
     atomic_store(&vi->poll_chan, chan);
-    atomic_store(&vi->poll_dir, vi->link.rx); /* NULL for a network link: no lock-free quiet check */
+    /* NULL for a network link: no lock-free quiet check */
+    atomic_store(&vi->poll_dir, vi->link.rx);
     atomic_store(&vi->wake_dir, vi->link.ops == &fw_link_shm_ops ? vi->link.rx : NULL);
     vi_linked_mark(vi, true);
     atomic_store(&vi->quiet, false);

@@ -642,16 +642,16 @@ static void test_live_exited_needs_proof(void)
     }
     int fd = (int)syscall(SYS_pidfd_open, kid, 0);
     CU_ASSERT_FATAL(fd >= 0);
-    CU_ASSERT(!fw_live_exited(fd)); /* alive */
+    CU_ASSERT(!hal_pidfd_exited(fd)); /* alive */
     kill(kid, SIGKILL);
     int st;
     CU_ASSERT(waitpid(kid, &st, 0) == kid);
-    CU_ASSERT(fw_live_exited(fd)); /* gone */
+    CU_ASSERT(hal_pidfd_exited(fd)); /* gone */
     close(fd);
     int pp[2];
     CU_ASSERT_FATAL(pipe(pp) == 0);
     CU_ASSERT(write(pp[1], "x", 1) == 1);
-    CU_ASSERT(!fw_live_exited(pp[0])); /* readable, but no process's end */
+    CU_ASSERT(!hal_pidfd_exited(pp[0])); /* readable, but no process's end */
     close(pp[0]);
     close(pp[1]);
 #endif

@@ -18,7 +18,7 @@
  * this: its interface is nic.h.
  *
  * Locking: every fw_vi is driven under its own lock (fw_vi.lock), taken by
- * the progress entry points of fw_nic.c whichever thread lends the NIC its
+ * the progress entry points of fw_progress.c whichever thread lends the NIC its
  * CPU; a CQ has its own lock; the VI table of a NIC has nic->lock, and a
  * VI found there is held by a reference until its visitor is done.
  */
@@ -282,13 +282,11 @@ struct fw_nic {
 struct fw_vi *fw_vi_get(struct fw_nic *nic, unsigned id);
 void fw_vi_put(struct fw_vi *vi);
 
-/* ---- liveness of local peers (fw_live.c; vi->lock held) ---------------------- */
+/* ---- liveness of local peers (fw_vi.c, fw_live.c; vi->lock held) ------------ */
 /* Watch the peer process of a new connection (pidfd < 0: nothing to watch). */
 void fw_live_watch(struct fw_vi *vi, int pidfd);
 /* The connection ends: stop watching. */
 void fw_live_unwatch(struct fw_vi *vi);
-/* Has the process of this pidfd exited (a zombie included)? */
-bool fw_live_exited(int pidfd);
 
 /* ---- one copy by cross-memory attach (fw_cma.c) -------------------------------- */
 /* Messages from this size on go by rendezvous. Measured (spec-notes/cma.md):
@@ -326,7 +324,7 @@ void fw_link_failed(struct fw_vi *vi);
 /* Local disconnect or destroy: flush every queued descriptor, detach. */
 void fw_vi_disconnect(struct fw_vi *vi);
 
-/* Both pipelines of a VI as far as they go (fw_nic.c); may_wake: the
+/* Both pipelines of a VI as far as they go (fw_progress.c); may_wake: the
  * caller may pay for a wake owed to the peer. */
 void fw_vi_run(struct fw_vi *vi, bool may_wake);
 /* Only the send pipeline (a post's turn). */
@@ -456,7 +454,7 @@ static inline void fw_wake_dir(struct via_chan_dir *d)
 void fw_asym_init(void);
 void fw_sleep_fence(void);
 /* The wakes owed by this turn of the NIC (vi->lock held): called at the
- * end of every turn (fw_nic.c). */
+ * end of every turn (fw_progress.c). */
 void fw_vi_wakes(struct fw_vi *vi);
 /* A packet for the peer is on the link: set its arrival bit now, and wake
  * it now (native) or leave the wake to the NIC's next turn (paced: the
@@ -495,7 +493,7 @@ void fw_thread_start(struct fw_nic *nic);
 void fw_thread_stop(struct fw_nic *nic);
 /* Work was left for the thread by a path that may not wait for it. */
 void fw_thread_kick(struct fw_nic *nic);
-/* One pass over the VIs with work (fw_nic.c); *did set if any moved.
+/* One pass over the VIs with work (fw_progress.c); *did set if any moved.
  * left (the NIC thread's, NULL: none): skip (and flag again) a VI a host
  * thread polls or is in, and set *left when one was. */
 uint64_t fw_progress(struct fw_nic *nic, bool *did, bool *left);

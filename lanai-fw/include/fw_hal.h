@@ -12,9 +12,14 @@
 #define FW_HAL_H
 
 #include "fw_vclock.h"
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -149,10 +154,27 @@ static inline uint64_t hal_now_ns(void)
 
 /* The time the model's stages are laid against: real time, or the
  * process's virtual clock under VIP_CLOCK=virtual. Protocol timers
- * (retransmission, liveness, the scheduler's lock) stay on hal_now_ns. */
+ * (retransmission, liveness) stay on hal_now_ns. */
 static inline uint64_t hal_model_now_ns(void)
 {
     return fw_vclock_on() ? fw_vclock_now() : hal_now_ns();
+}
+
+/* A pidfd polls readable once its process has exited; the kernel then
+ * confirms it (a signal 0 to an exited process fails with ESRCH). Only
+ * both are death: an fd that is not a pidfd (its number closed elsewhere
+ * and taken by a readable pipe or socket) fails the signal with EBADF or
+ * EINVAL and proves nothing, and a peer that is merely slow is neither. */
+static inline bool hal_pidfd_exited(int pidfd)
+{
+    struct pollfd p = {.fd = pidfd, .events = POLLIN};
+    if (pidfd < 0 || poll(&p, 1, 0) != 1 || !(p.revents & POLLIN))
+        return false;
+#ifdef SYS_pidfd_send_signal
+    return syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0 && errno == ESRCH;
+#else
+    return true;
+#endif
 }
 
 #endif
