@@ -348,8 +348,9 @@ FUZZ_SAN  := -fsanitize=address,undefined,fuzzer-no-link -fno-sanitize-recover=a
 FUZZ_MAKE  = $(MAKE) --no-print-directory B=build-fuzz CC=clang OPT=-O1 SAN="$(FUZZ_SAN)"
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(FUZZ_SRCS))
-# vipd without kd_main.c (the fuzzer stands in for its loop)
-FUZZ_VIPD := $(filter-out kdriver/kd_main.c,$(VIPD_SRCS))
+# vipd without kd_main.c and kd_core.c (the fuzzer stands in for its loop,
+# its state, its log and its clock)
+FUZZ_VIPD := $(filter-out kdriver/kd_main.c kdriver/kd_core.c,$(VIPD_SRCS))
 
 fuzzprogs: $(FUZZ_BINS)
 

@@ -20,8 +20,10 @@
 #include "kd_auth.h"
 #include "via_abi.h"
 
-/* ---- logging (kd_main.c) ------------------------------------------------- */
+/* ---- the log and the clock (kd_core.c) ------------------------------------ */
 enum kd_level { KD_ERROR, KD_WARN, KD_INFO, KD_DEBUG };
+extern enum kd_level kd_log_level; /* lines above it are dropped (vipd -l) */
+int kd_log_level_of(const char *name); /* "error".."debug"; -1 for another name */
 void kd_log(enum kd_level lv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define kd_err(...) kd_log(KD_ERROR, __VA_ARGS__)
 #define kd_warn(...) kd_log(KD_WARN, __VA_ARGS__)
@@ -238,7 +240,7 @@ struct kd_ptag {
     unsigned nvis, nregions;
 };
 
-/* The whole daemon. */
+/* The whole daemon (kd_core.c). */
 struct kd_state {
     unsigned nnics;
     char hosts_path[256]; /* the hosts file's real path, "" if none (HELLO says it) */

@@ -1,5 +1,5 @@
 /*
- * kd_main.c - vipd: options, logging, daemonizing, the single-instance lock,
+ * kd_main.c - vipd: options, daemonizing, the single-instance lock,
  * the listening socket and the poll() event loop with its timers.
  */
 #include "kd.h"
@@ -23,43 +23,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-struct kd_state kd;
-
-static enum kd_level log_level = KD_INFO;
-static const char *const level_name[] = {"error", "warn", "info", "debug"};
 static volatile sig_atomic_t got_signal;
-
-void kd_log(enum kd_level lv, const char *fmt, ...)
-{
-    if (lv > log_level)
-        return;
-    char line[1024];
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    localtime_r(&ts.tv_sec, &tm);
-    int n = (int)strftime(line, sizeof line, "%Y-%m-%d %H:%M:%S", &tm);
-    n += snprintf(line + n, sizeof line - (size_t)n, ".%03ld vipd[%d]: %s: ",
-                  ts.tv_nsec / 1000000, (int)getpid(), level_name[lv]);
-    va_list ap;
-    va_start(ap, fmt);
-    if (n < (int)sizeof line)
-        vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
-    va_end(ap);
-    /* One write per line so lines of concurrent vipds never interleave. */
-    size_t len = strnlen(line, sizeof line - 2);
-    line[len++] = '\n';
-    if (write(STDERR_FILENO, line, len) < 0) {
-        /* nowhere left to report it */
-    }
-}
-
-uint64_t kd_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void on_signal(int sig)
 {
@@ -127,14 +91,6 @@ static void usage(FILE *f)
             VIA_MAX_NICS, KD_AUTH_KEY_FILE, KD_MAX_SESSIONS, CTL_SYSTEM_SOCKET,
             KD_SYSTEM_SESSIONS_PER_USER,
             KD_SYSTEM_VIS_PER_USER, (unsigned long long)(KD_SYSTEM_REG_BYTES_PER_USER >> 30));
-}
-
-static int parse_level(const char *s)
-{
-    for (int i = 0; i <= KD_DEBUG; i++)
-        if (strcmp(s, level_name[i]) == 0)
-            return i;
-    return -1;
 }
 
 static bool parse_uint(const char *s, unsigned long max, unsigned long *out)
@@ -639,20 +595,20 @@ int main(int argc, char **argv)
             hosts = optarg;
             break;
         case 'l': {
-            int lv = parse_level(optarg);
+            int lv = kd_log_level_of(optarg);
             if (lv < 0) {
                 fprintf(stderr, "vipd: log level must be error, warn, info or debug, not '%s'\n",
                         optarg);
                 return 1;
             }
-            log_level = (enum kd_level)lv;
+            kd_log_level = (enum kd_level)lv;
             break;
         }
         case 'v':
-            log_level = KD_DEBUG;
+            kd_log_level = KD_DEBUG;
             break;
         case 'q':
-            log_level = KD_ERROR;
+            kd_log_level = KD_ERROR;
             break;
         case 'M': {
             unsigned long m;

@@ -2,14 +2,15 @@
  * fuzz_ctl.c - libFuzzer target: vipd's control path, from the raw bytes a
  * client writes on its socket to the handler of the request and back.
  *
- * vipd is linked whole except kd_main.c (options, daemon, poll loop): this
- * file stands in for it with kd itself, a silent kd_log and a virtual clock
- * the input moves (connection timeouts expire when the input says). Up to
- * three clients are connected by socketpairs and served by the real
- * kd_client_new / kd_client_readable / dispatch / handlers, as the poll
- * loop would serve them; a client that misbehaves is closed and a new one
- * takes its slot. Each request is also given to kd_request_check, the pure
- * check of op, body length and session, and the reply must agree with it.
+ * vipd is linked whole except kd_main.c (options, daemon, poll loop) and
+ * kd_core.c: this file stands in for them with kd itself, a silent kd_log
+ * and a virtual clock the input moves (connection timeouts expire when the
+ * input says). Up to three clients are connected by socketpairs and served
+ * by the real kd_client_new / kd_client_readable / dispatch / handlers, as
+ * the poll loop would serve them; a client that misbehaves is closed and a
+ * new one takes its slot. Each request is also given to kd_request_check,
+ * the pure check of op, body length and session, and the reply must agree
+ * with it.
  *
  * After every step the harness checks vipd's books (the oracle): each
  * session's VI, CQ and region counts, the ptags' use counts, CQ bindings,
@@ -47,7 +48,7 @@
 #define NSLOTS 3
 #define MAX_RECORDS 256
 
-/* ---- what kd_main.c provides to the rest of vipd ------------------------------ */
+/* ---- what kd_core.c provides to the rest of vipd ------------------------------ */
 
 struct kd_state kd;
 static uint64_t clock_ns = 1000000000ull;

@@ -3,11 +3,11 @@
  * vipds and the control messages after it (kdriver/kd_host.c), from the
  * bytes another party writes on a TCP connection to the --listen port.
  *
- * vipd is linked whole except kd_main.c; this file stands in for it (kd,
- * a silent kd_log, a clock) and for its poll loop (kd_host_pollfds /
- * kd_host_events). Its vipd knows two hosts: itself and "peer". The
- * harness connects to the listen port over loopback and, by the input's
- * first byte:
+ * vipd is linked whole except kd_main.c and kd_core.c; this file stands in
+ * for them (kd, a silent kd_log, a clock) and for its poll loop
+ * (kd_host_pollfds / kd_host_events). Its vipd knows two hosts: itself and
+ * "peer". The harness connects to the listen port over loopback and, by
+ * the input's first byte:
  *   even  a stranger: the rest of the input is written as it is (HELLOs,
  *         CHALLENGEs, PROOFs, anything). Oracle: it never becomes a host's
  *         link (peer stays DOWN with no links): without the cluster key
