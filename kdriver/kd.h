@@ -283,7 +283,7 @@ extern struct kd_state kd;
 /* Sessions one vipd (one user's) serves at once unless told otherwise. */
 #define KD_MAX_SESSIONS 1024u
 
-/* ---- replies (kd_session.c) ------------------------------------------------ */
+/* ---- replies (kd_reply.c) -------------------------------------------------- */
 #define KD_SMALL_BODY 256
 struct kd_reply {
     int32_t status;
