@@ -385,6 +385,9 @@ bool kd_user_may_register(uid_t uid, uint64_t len, struct kd_reply *r);
 bool kd_nic_init(unsigned nnics, const char *const *profiles, const char *dir);
 void kd_nic_fini(void); /* unmap and close the NIC pages */
 void kd_nic_addr(unsigned index, uint8_t out[VIA_NIC_ADDR_LEN]);
+/* The host id (the first four bytes of its NICs' addresses) of the vipd
+ * that listens at ip:port (network byte order). */
+uint32_t kd_host_id_of(uint32_t ip, uint16_t port);
 /* Recompute the NIC's scan_slots (in its sessions' status pages) after a
  * VI came or went. */
 void kd_nic_scan_update(struct kd_nic *nic);
@@ -446,7 +449,6 @@ void kd_peer_failed(struct kd_vi *vi, int32_t status, const char *msg);
 
 /* ---- hosts (kd_host.c) ------------------------------------------------------------ */
 struct pollfd;
-uint32_t kd_host_id_of(uint32_t ip, uint16_t port);
 const char *kd_link_name(uint32_t link); /* enum via_link_kind: "udp", "ofi", ... */
 /* "A.B.C.D:PORT" */
 bool kd_host_parse_addr(const char *s, uint32_t *ip, uint16_t *port);

@@ -54,20 +54,6 @@ const char *kd_link_name(uint32_t link)
     return link < sizeof names / sizeof names[0] ? names[link] : "unknown";
 }
 
-uint32_t kd_host_id_of(uint32_t ip, uint16_t port)
-{
-    uint8_t b[6];
-    memcpy(b, &ip, 4);
-    b[4] = (uint8_t)(port >> 8);
-    b[5] = (uint8_t)port;
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (int i = 0; i < 6; i++) {
-        h ^= b[i];
-        h *= 16777619u;
-    }
-    return h ? h : 1;
-}
-
 bool kd_host_parse_addr(const char *s, uint32_t *ip, uint16_t *port)
 {
     const char *colon = strrchr(s, ':');

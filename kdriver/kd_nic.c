@@ -3,8 +3,9 @@
  * pages, QUERY_NIC and the NICs the switch reaches (SMI_NICS).
  *
  * NIC address = 4-byte host id (big-endian) + 2-byte NIC index (big-endian).
- * The host id is a hash of the host name so that two hosts (a later
- * multi-host link) almost surely differ; it is never 0.
+ * The host id is a hash of the host name so that two hosts almost surely
+ * differ, or of the address a vipd of several hosts listens at; it is
+ * never 0.
  */
 #include "kd.h"
 
@@ -25,6 +26,22 @@ void kd_nic_addr(unsigned index, uint8_t out[VIA_NIC_ADDR_LEN])
     out[3] = (uint8_t)kd.host_id;
     out[4] = (uint8_t)(index >> 8);
     out[5] = (uint8_t)index;
+}
+
+/* The host id of the vipd that listens at ip:port: one host of several
+ * (kd_nic_init) and the others of the hosts file (kd_host_add). */
+uint32_t kd_host_id_of(uint32_t ip, uint16_t port)
+{
+    uint8_t b[6];
+    memcpy(b, &ip, 4);
+    b[4] = (uint8_t)(port >> 8);
+    b[5] = (uint8_t)port;
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (int i = 0; i < 6; i++) {
+        h ^= b[i];
+        h *= 16777619u;
+    }
+    return h ? h : 1;
 }
 
 bool kd_nic_init(unsigned nnics, const char *const *profiles, const char *dir)
