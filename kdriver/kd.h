@@ -317,9 +317,6 @@ void kd_reap_clients(void);
 void kd_session_end(struct kd_session *s, const char *why);
 void kd_shutdown_all(void);
 struct kd_session *kd_session_find(uint32_t id);
-/* A pidfd of the session's process (-1 if none can be had), handed to its
- * peers with a connection so their NIC notices its death without vipd. */
-int kd_session_pidfd(const struct kd_session *s);
 
 /* ---- handlers ---------------------------------------------------------------- */
 typedef void kd_handler_fn(struct kd_client *c, uint64_t cookie, const void *body,
@@ -425,6 +422,9 @@ unsigned kd_conn_count(unsigned nic, const struct kd_client *c);
  * CONNECTED. Returns the conn, its chan_fd open (closed with the conn at
  * the latest), or NULL with r failed. */
 struct kd_conn *kd_conn_link(struct kd_vi *a, struct kd_vi *b, struct kd_reply *r);
+/* A pidfd of the session's process (-1 if none can be had), handed to its
+ * peers with a connection so their NIC notices its death without vipd. */
+int kd_conn_pidfd(const struct kd_session *s);
 /* The NIC of this vipd a target address names: its index; -1 (r failed,
  * VIP_INVALID_PARAMETER) for a NIC this host does not have; -2 (r
  * untouched) for another host's NIC, which the caller reports as

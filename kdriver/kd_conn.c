@@ -47,6 +47,18 @@ void kd_notify(struct kd_session *s, uint32_t vi_id)
         syscall(SYS_futex, &ev->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
+int kd_conn_pidfd(const struct kd_session *s)
+{
+#ifdef SYS_pidfd_open
+    /* Opened here, in vipd's pid namespace, where s->pid (SO_PEERCRED)
+     * means that process: the peer could not be told a number to open. */
+    return (int)syscall(SYS_pidfd_open, s->pid, 0);
+#else
+    (void)s;
+    return -1;
+#endif
+}
+
 /* Both ends' wake words of a channel (via_chan_dir.rx_wake): the VI waits
  * of each side sleep there, not on the event page. */
 static void wake_channel(struct via_chan *ch)
@@ -479,7 +491,7 @@ void kd_op_conn_accept(struct kd_client *c, uint64_t cookie, const void *body,
         return;
     struct via_ctl_conn_done_r d = {
         .conn_id = cn->id, .side = 0, .peer_vi = vi->id, .remote_attr = vi->attr};
-    int fds[3] = {fd, s->evfd, kd_session_pidfd(s)};
+    int fds[3] = {fd, s->evfd, kd_conn_pidfd(s)};
     kd_send_reply(cn->req_client, cn->req_cookie, VIP_SUCCESS, NULL, &d, sizeof d, fds,
                   fds[2] >= 0 ? 3 : 2);
     if (fds[2] >= 0)
@@ -495,7 +507,7 @@ void kd_op_conn_accept(struct kd_client *c, uint64_t cookie, const void *body,
     }
     kd_add_fd(r, fd, true);
     kd_add_fd(r, cn->req_sess->evfd, false);
-    int pidfd = kd_session_pidfd(cn->req_sess);
+    int pidfd = kd_conn_pidfd(cn->req_sess);
     if (pidfd >= 0)
         kd_add_fd(r, pidfd, true);
     kd_info("connection %u: via%u VI %u (pid %d) <-> via%u VI %u (pid %d)", cn->id,

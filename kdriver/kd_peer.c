@@ -57,7 +57,7 @@ struct kd_peer {
      * across hosts the link's socket in its place) */
     struct via_ctl_conn_done_r done;
     int peer_ev_fd;
-    int peer_pidfd;    /* the peer process (kd_session_pidfd), -1 if none */
+    int peer_pidfd;    /* the peer process (kd_conn_pidfd), -1 if none */
     /* the PEER_WAIT blocked on this request, if any */
     struct kd_client *waiter;
     uint64_t waiter_cookie;
@@ -183,8 +183,8 @@ static bool connect_pair(struct kd_peer *m, struct kd_peer *p, struct kd_reply *
     cn->chan_untold = 2;
     m->peer_ev_fd = ev_of_p;
     p->peer_ev_fd = ev_of_m;
-    m->peer_pidfd = kd_session_pidfd(p->vi->sess);
-    p->peer_pidfd = kd_session_pidfd(m->vi->sess);
+    m->peer_pidfd = kd_conn_pidfd(p->vi->sess);
+    p->peer_pidfd = kd_conn_pidfd(m->vi->sess);
     fill_done(m, p->vi, 0, cn->id);
     fill_done(p, m->vi, 1, cn->id);
     peer_set_state(m, KD_PEER_CONNECTED);

@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "via_spec.h"
@@ -29,18 +28,6 @@ struct kd_session *kd_session_find(uint32_t id)
         if (s->id == id)
             return s;
     return NULL;
-}
-
-int kd_session_pidfd(const struct kd_session *s)
-{
-#ifdef SYS_pidfd_open
-    /* Opened here, in vipd's pid namespace, where s->pid (SO_PEERCRED)
-     * means that process: the peer could not be told a number to open. */
-    return (int)syscall(SYS_pidfd_open, s->pid, 0);
-#else
-    (void)s;
-    return -1;
-#endif
 }
 
 static void session_free_pages(struct kd_session *s)
