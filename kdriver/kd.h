@@ -461,6 +461,19 @@ void kd_host_fini(void);
 /* A control message to h (connecting first if need be); false: h is down. */
 bool kd_host_send(struct kd_host *h, uint16_t type, const void *body, uint32_t len);
 void kd_host_down(struct kd_host *h, const char *why);
+/* What other hosts' messages mean is kd_remote.c's (above): it hands this
+ * table to kd_host_serve at start-up, before any host is reached. */
+typedef void kd_host_msg_fn(struct kd_host *h, const void *body);
+struct kd_host_msg_handler {
+    uint32_t len; /* the body's exact length */
+    kd_host_msg_fn *fn;
+};
+struct kd_host_calls {
+    struct kd_host_msg_handler msg[VIA_HOST_NTYPES]; /* by type; fn NULL: ignored */
+    void (*down)(struct kd_host *h);       /* h went down: break what goes through it */
+    bool (*busy)(const struct kd_host *h); /* business with h: keep up a heartbeat */
+};
+void kd_host_serve(const struct kd_host_calls *calls);
 /* The event loop's part: poll entries (fd -1 for unused), their events,
  * the heartbeat's timer. */
 size_t kd_host_npollfds(void);
@@ -480,20 +493,15 @@ void kd_remote_accept(struct kd_conn *cn, struct kd_vi *vi, struct kd_reply *r);
 void kd_remote_refuse(struct kd_conn *cn, int32_t status);
 /* One end of a connection across hosts closed or broke: tell the other host. */
 void kd_remote_end(struct kd_conn *cn, int side, bool broken);
-void kd_remote_on_request(struct kd_host *h, const void *body);
-void kd_remote_on_accept(struct kd_host *h, const void *body);
-void kd_remote_on_reject(struct kd_host *h, const void *body);
-void kd_remote_on_end(struct kd_host *h, const void *body);
 bool kd_remote_cancel(struct kd_conn *cn);
-void kd_remote_on_cancel(struct kd_host *h, const void *body);
-void kd_remote_host_down(struct kd_host *h);
 /* VipConnectPeerRequest of vi (vi->peer set, PENDING) for a NIC of h:
  * false with r failed. */
 bool kd_remote_peer_request(struct kd_vi *vi, struct kd_host *h,
                             const struct via_ctl_conn_request *q, struct kd_reply *r);
 /* Withdraw the pending peer request cn (tell the other host; cn freed). */
 void kd_remote_peer_withdraw(struct kd_conn *cn);
-bool kd_remote_busy(const struct kd_host *h); /* connections or requests with h */
+/* Hand kd_host.c what other hosts' messages mean (at start-up). */
+void kd_remote_init(void);
 
 /* ---- connection internals kd_remote.c shares (kd_conn.c) ------------------------------ */
 struct kd_conn *kd_conn_new(struct kd_reply *r); /* listed, id given, UNMATCHED */

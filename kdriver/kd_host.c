@@ -13,7 +13,13 @@
  * connection to it ends (its vipd died: the kernel closes the socket) or
  * when nothing came from it for the heartbeat timeout (VIPD_HOST_TIMEOUT_MS,
  * default 3000; its vipd hangs, or the network between went away), and
- * then every connection to it breaks (kd_remote_host_down).
+ * then every connection to it breaks.
+ *
+ * This file is the transport only. What a message means, what a host's
+ * going down breaks and whether a host is worth a heartbeat are the
+ * business of the connections above it (kd_remote.c), which hand it their
+ * handlers at start-up (kd_host_serve): the hosts call up through that
+ * table and nothing else.
  */
 #include "kd.h"
 
@@ -34,6 +40,7 @@ const char *const kd_host_state_name[KD_HOST_NSTATES] = {
     [KD_HOST_UP] = "up",
 };
 
+static const struct kd_host_calls *up; /* kd_remote.c's (kd_host_serve) */
 static int listen_fd = -1;
 /* Accepted connections whose first message has not come yet. */
 #define KD_MAX_STRANGERS 16
@@ -45,6 +52,11 @@ static uint64_t env_ms(const char *name, uint64_t dflt)
     char *end;
     unsigned long long v = e && *e ? strtoull(e, &end, 10) : 0;
     return e && *e && !*end && v ? v : dflt;
+}
+
+void kd_host_serve(const struct kd_host_calls *calls)
+{
+    up = calls;
 }
 
 const char *kd_link_name(uint32_t link)
@@ -293,40 +305,22 @@ void kd_host_down(struct kd_host *h, const char *why)
         return;
     h->state = KD_HOST_DOWN;
     kd_warn("host %s (%08x) is down: %s", h->name, h->host_id, why);
-    kd_remote_host_down(h);
+    up->down(h);
 }
 
 /* ---- receiving ------------------------------------------------------------------ */
 
+/* An authenticated message to its handler in up->msg, if its body has the
+ * length the type says. A PING is heard and that is all; a type with no
+ * handler (a later version's) is ignored. */
 static void dispatch(struct kd_host *h, const struct via_host_msg *m, const void *body)
 {
     h->last_heard = kd_now_ns();
-    switch (m->type) {
-    case VIA_HOST_PING:
-        break;
-    case VIA_HOST_CONN_REQ:
-        if (m->len == sizeof(struct via_host_conn_req))
-            kd_remote_on_request(h, body);
-        break;
-    case VIA_HOST_CONN_ACC:
-        if (m->len == sizeof(struct via_host_conn_acc))
-            kd_remote_on_accept(h, body);
-        break;
-    case VIA_HOST_CONN_REJ:
-        if (m->len == sizeof(struct via_host_conn_rej))
-            kd_remote_on_reject(h, body);
-        break;
-    case VIA_HOST_CONN_END:
-        if (m->len == sizeof(struct via_host_conn_end))
-            kd_remote_on_end(h, body);
-        break;
-    case VIA_HOST_CONN_CANCEL:
-        if (m->len == sizeof(struct via_host_conn_cancel))
-            kd_remote_on_cancel(h, body);
-        break;
-    default:
-        break; /* a later version's message: ignored */
-    }
+    if (m->type >= VIA_HOST_NTYPES)
+        return;
+    const struct kd_host_msg_handler *d = &up->msg[m->type];
+    if (d->fn && m->len == d->len)
+        d->fn(h, body);
 }
 
 /* A stranger's HELLO: a listed host, speaking our link, meaning us, from
@@ -585,7 +579,7 @@ uint64_t kd_host_next_deadline(void)
         struct kd_host *h = &kd.nethost[i];
         if (h->link[0].fd >= 0 && h->link[0].auth != KD_LINK_AUTHED)
             earliest(&d, h->link[0].since_ns + kd.host_timeout_ns);
-        if (h->state != KD_HOST_UP || !kd_remote_busy(h))
+        if (h->state != KD_HOST_UP || !up->busy(h))
             continue;
         uint64_t t = h->last_sent + kd.hb_ns;
         uint64_t dead = h->last_heard + kd.host_timeout_ns;
@@ -615,7 +609,7 @@ void kd_host_tick(uint64_t now)
                             "same cluster key?)");
             continue;
         }
-        if (h->state != KD_HOST_UP || !kd_remote_busy(h))
+        if (h->state != KD_HOST_UP || !up->busy(h))
             continue;
         if (now - h->last_heard >= kd.host_timeout_ns) {
             kd_host_down(h, "no heartbeat");

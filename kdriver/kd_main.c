@@ -838,6 +838,9 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    /* The layers below call up only through what the layers above hand
+     * them here. */
+    kd_remote_init(); /* other hosts' messages (kd_host.c) */
     if (!kd_host_listen()) {
         fprintf(stderr, "vipd: cannot listen for other hosts on port %u: %s\n",
                 kd.listen_port, strerror(errno));

@@ -154,7 +154,7 @@ void kd_remote_request(struct kd_client *c, uint64_t cookie, struct kd_vi *vi,
              c->sess->id, vi->id, h->name, cn->dst_nic, cn->id);
 }
 
-void kd_remote_on_accept(struct kd_host *h, const void *body)
+static void on_accept(struct kd_host *h, const void *body)
 {
     struct via_host_conn_acc m;
     memcpy(&m, body, sizeof m);
@@ -211,7 +211,7 @@ void kd_remote_on_accept(struct kd_host *h, const void *body)
     close(sock); /* the process has it now */
 }
 
-void kd_remote_on_reject(struct kd_host *h, const void *body)
+static void on_reject(struct kd_host *h, const void *body)
 {
     struct via_host_conn_rej m;
     memcpy(&m, body, sizeof m);
@@ -264,7 +264,7 @@ static void refuse(struct kd_host *h, uint32_t req_id, int32_t status)
     kd_host_send(h, VIA_HOST_CONN_REJ, &m, sizeof m);
 }
 
-void kd_remote_on_cancel(struct kd_host *h, const void *body)
+static void on_cancel(struct kd_host *h, const void *body)
 {
     struct via_host_conn_cancel m;
     memcpy(&m, body, sizeof m);
@@ -279,7 +279,7 @@ void kd_remote_on_cancel(struct kd_host *h, const void *body)
 
 static void on_peer_request(struct kd_conn *cn);
 
-void kd_remote_on_request(struct kd_host *h, const void *body)
+static void on_request(struct kd_host *h, const void *body)
 {
     struct via_host_conn_req q;
     memcpy(&q, body, sizeof q);
@@ -520,7 +520,7 @@ static void end_local(struct kd_conn *cn, bool broken)
     }
 }
 
-void kd_remote_on_end(struct kd_host *h, const void *body)
+static void on_end(struct kd_host *h, const void *body)
 {
     struct via_host_conn_end m;
     memcpy(&m, body, sizeof m);
@@ -530,7 +530,8 @@ void kd_remote_on_end(struct kd_host *h, const void *body)
         end_local(cn, m.broken != 0);
 }
 
-void kd_remote_host_down(struct kd_host *h)
+/* h went down (kd_host_down): every connection and request with it breaks. */
+static void host_down(struct kd_host *h)
 {
     for (struct kd_conn *cn = kd.conns, *n; cn; cn = n) {
         n = cn->next;
@@ -539,10 +540,31 @@ void kd_remote_host_down(struct kd_host *h)
     }
 }
 
-bool kd_remote_busy(const struct kd_host *h)
+/* Connections or requests with h: only then is h watched (a heartbeat). */
+static bool busy(const struct kd_host *h)
 {
     for (const struct kd_conn *cn = kd.conns; cn; cn = cn->next)
         if (cn->host == h && (cn->state == KD_CONN_MATCHED || cn->state == KD_CONN_ACCEPTED))
             return true;
     return false;
+}
+
+/* ---- what other hosts' messages mean ------------------------------------------------------ */
+
+static const struct kd_host_calls host_calls = {
+    .msg =
+        {
+            [VIA_HOST_CONN_REQ] = {sizeof(struct via_host_conn_req), on_request},
+            [VIA_HOST_CONN_ACC] = {sizeof(struct via_host_conn_acc), on_accept},
+            [VIA_HOST_CONN_REJ] = {sizeof(struct via_host_conn_rej), on_reject},
+            [VIA_HOST_CONN_END] = {sizeof(struct via_host_conn_end), on_end},
+            [VIA_HOST_CONN_CANCEL] = {sizeof(struct via_host_conn_cancel), on_cancel},
+        },
+    .down = host_down,
+    .busy = busy,
+};
+
+void kd_remote_init(void)
+{
+    kd_host_serve(&host_calls);
 }
