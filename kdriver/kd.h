@@ -142,6 +142,12 @@ enum kd_conn_state {
 };
 extern const char *const kd_conn_state_name[KD_CONN_NSTATES];
 
+/* kd_remote.c's part in the end of a request with another host at its
+ * other end (cn->far, called by kd_conn_request_end after the VI and the
+ * requester here were told; was: cn's state until then). */
+typedef void kd_conn_far_fn(struct kd_conn *cn, enum kd_conn_state was, int32_t status,
+                            const char *msg);
+
 struct kd_conn {
     uint32_t id;
     enum kd_conn_state state;
@@ -164,11 +170,13 @@ struct kd_conn {
     /* peer-to-peer: the channel's fd, kept until both sides were told (else -1) */
     int chan_fd;
     unsigned chan_untold;
-    /* Across hosts (kd_remote.c): the other end's host, the id both vipds
-     * put in the channel (the requester vipd's conn id), this side's UDP
-     * socket until it is handed over, and on the acceptor's side the
-     * request as it came. */
+    /* Across hosts (kd_remote.c): the other end's host and what it hears
+     * when the request ends here (far), the id both vipds put in the
+     * channel (the requester vipd's conn id), this side's UDP socket until
+     * it is handed over, and on the acceptor's side the request as it
+     * came. */
     struct kd_host *host;
+    kd_conn_far_fn *far;
     uint32_t wire_id;
     int udp_fd;
     bool remote_req;
@@ -489,8 +497,6 @@ void kd_remote_request(struct kd_client *c, uint64_t cookie, struct kd_vi *vi,
                        struct kd_reply *r);
 /* CONN_ACCEPT of a request that came from another host. */
 void kd_remote_accept(struct kd_conn *cn, struct kd_vi *vi, struct kd_reply *r);
-/* Tell the requester's host that its request ends with status. */
-void kd_remote_refuse(struct kd_conn *cn, int32_t status);
 /* One end of a connection across hosts closed or broke: tell the other host. */
 void kd_remote_end(struct kd_conn *cn, int side, bool broken);
 bool kd_remote_cancel(struct kd_conn *cn);
@@ -498,8 +504,6 @@ bool kd_remote_cancel(struct kd_conn *cn);
  * false with r failed. */
 bool kd_remote_peer_request(struct kd_vi *vi, struct kd_host *h,
                             const struct via_ctl_conn_request *q, struct kd_reply *r);
-/* Withdraw the pending peer request cn (tell the other host; cn freed). */
-void kd_remote_peer_withdraw(struct kd_conn *cn);
 /* Hand kd_host.c what other hosts' messages mean (at start-up). */
 void kd_remote_init(void);
 

@@ -183,19 +183,14 @@ struct kd_vi *kd_conn_request_check(struct kd_session *s, const struct via_ctl_c
 
 /*
  * A request that will not become a connection: answer the requester
- * (status < 0: nobody to answer), put its VI back to IDLE, forget it.
+ * (status < 0: nobody to answer), put its VI back to IDLE, let the other
+ * host know (cn->far), forget it.
  */
 void kd_conn_request_end(struct kd_conn *cn, enum kd_conn_state st, int32_t status,
                          const char *msg)
 {
-    /* Our peer request kept by another host: withdrawn there too (its
-     * timeout, a cancel, the process's end), or a later mirror request
-     * there would meet it. */
-    if (cn->peer && cn->host && !cn->remote_req && cn->state == KD_CONN_MATCHED)
-        kd_remote_end(cn, 0, true);
+    enum kd_conn_state was = cn->state;
     kd_conn_set_state(cn, st);
-    if (cn->remote_req && status >= 0)
-        kd_remote_refuse(cn, status); /* the requester is another host's */
     /* VI state first: the requester may look at it as soon as it has the reply. */
     struct kd_vi *vi = cn->req_vi;
     if (vi && vi->conn == cn) {
@@ -205,8 +200,8 @@ void kd_conn_request_end(struct kd_conn *cn, enum kd_conn_state st, int32_t stat
     }
     if (status >= 0 && cn->req_client)
         kd_send_status(cn->req_client, cn->req_cookie, status, "%s", msg);
-    if (status >= 0 && cn->peer && vi)
-        kd_peer_failed(vi, status, msg); /* a peer request across hosts */
+    if (cn->far)
+        cn->far(cn, was, status, msg);
     kd_conn_free(cn);
 }
 

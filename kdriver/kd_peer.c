@@ -92,10 +92,11 @@ static void peer_free(struct kd_peer *p)
             *pp = p->next;
             break;
         }
-    /* A request sent to another host and not answered yet: withdrawn. */
+    /* A request sent to another host and not answered yet: withdrawn
+     * (the request's end tells that host, through cn->far). */
     struct kd_conn *cn = p->vi->conn;
     if (p->state == KD_PEER_PENDING && cn && cn->peer && cn->state == KD_CONN_MATCHED)
-        kd_remote_peer_withdraw(cn);
+        kd_conn_request_end(cn, KD_CONN_REJECTED, -1, NULL);
     chan_fd_release(p);
     if (p->peer_ev_fd >= 0)
         close(p->peer_ev_fd);
@@ -388,7 +389,7 @@ void kd_peer_expire(uint64_t now)
             continue;
         struct kd_conn *cn = p->vi->conn;
         if (cn && cn->peer && cn->state == KD_CONN_MATCHED)
-            kd_remote_peer_withdraw(cn);
+            kd_conn_request_end(cn, KD_CONN_REJECTED, -1, NULL); /* withdrawn there too */
         kd_vi_set_state(p->vi, VIA_VI_IDLE);
         p->status = VIP_TIMEOUT;
         snprintf(p->msg, sizeof p->msg,

@@ -90,6 +90,10 @@ static struct kd_conn *conn_of(const struct kd_host *h, uint32_t wire_id, bool r
     return NULL;
 }
 
+/* Every connection with another host carries this (cn->far): what the
+ * other host must hear when its request ends here (below). */
+static kd_conn_far_fn far_end;
+
 /* ---- the requester's side ------------------------------------------------------------ */
 
 /* Send vi's request (q) to host h: the conn (MATCHED, vi's), or NULL with r failed. */
@@ -107,6 +111,7 @@ static struct kd_conn *send_request(struct kd_vi *vi, struct kd_host *h,
         return NULL;
     }
     cn->host = h;
+    cn->far = far_end;
     cn->wire_id = cn->id;
     cn->req_sess = vi->sess;
     cn->req_vi = vi;
@@ -271,7 +276,7 @@ static void on_cancel(struct kd_host *h, const void *body)
     struct kd_conn *cn = conn_of(h, m.req_id, false);
     if (cn && cn->state == KD_CONN_ACCEPTED)
         return; /* our CONN_ACC went first: the requester is connected */
-    if (cn) /* answers CONN_REJ (kd_remote_refuse) */
+    if (cn) /* answers CONN_REJ (far_end) */
         kd_conn_request_end(cn, KD_CONN_REJECTED, VIP_TIMEOUT, NULL);
     else
         refuse(h, m.req_id, VIP_TIMEOUT); /* refused or never offered: say so again */
@@ -297,6 +302,7 @@ static void on_request(struct kd_host *h, const void *body)
         return;
     }
     cn->host = h;
+    cn->far = far_end;
     cn->wire_id = q.req_id;
     cn->remote_req = true;
     cn->rreq = q;
@@ -397,11 +403,6 @@ void kd_remote_accept(struct kd_conn *cn, struct kd_vi *vi, struct kd_reply *r)
     kd_add_fd(r, ufd, true);
 }
 
-void kd_remote_refuse(struct kd_conn *cn, int32_t status)
-{
-    refuse(cn->host, cn->wire_id, status);
-}
-
 /* ---- peer-to-peer across hosts ----------------------------------------------------------- */
 /*
  * Of two hosts, the one with the lower host id sends its peer request
@@ -479,11 +480,6 @@ bool kd_remote_peer_request(struct kd_vi *vi, struct kd_host *h,
     return false;
 }
 
-void kd_remote_peer_withdraw(struct kd_conn *cn)
-{
-    kd_conn_request_end(cn, KD_CONN_REJECTED, -1, NULL); /* tells h (CONN_END) */
-}
-
 /* ---- the end of a connection ------------------------------------------------------------ */
 
 void kd_remote_end(struct kd_conn *cn, int side, bool broken)
@@ -493,6 +489,23 @@ void kd_remote_end(struct kd_conn *cn, int side, bool broken)
     struct via_host_conn_end e = {.conn_id = cn->wire_id, .broken = broken,
                                   .from_requester = side == 0};
     kd_host_send(cn->host, VIA_HOST_CONN_END, &e, sizeof e);
+}
+
+/* cn's request ended here without a connection (kd_conn_request_end calls
+ * this as cn->far, after the VI and the requester here were told; was:
+ * cn's state until then): the other host hears of it, and our peer
+ * request learns its outcome. */
+static void far_end(struct kd_conn *cn, enum kd_conn_state was, int32_t status, const char *msg)
+{
+    /* Our peer request kept by another host: withdrawn there too (its
+     * timeout, a cancel, the process's end), or a later mirror request
+     * there would meet it. */
+    if (cn->peer && !cn->remote_req && was == KD_CONN_MATCHED)
+        kd_remote_end(cn, 0, true);
+    if (cn->remote_req && status >= 0)
+        refuse(cn->host, cn->wire_id, status); /* the requester is another host's */
+    if (status >= 0 && cn->peer && cn->req_vi)
+        kd_peer_failed(cn->req_vi, status, msg);
 }
 
 /* Our VI of cn breaks (or closes) because the other side's did. */
