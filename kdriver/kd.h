@@ -342,18 +342,13 @@ struct kd_op {
 const struct kd_op *kd_request_check(uint32_t opcode, long blen, bool has_session,
                                      struct kd_reply *r);
 kd_handler_fn kd_op_query_nic, kd_op_ns_lookup, kd_op_ns_reverse, kd_op_smi_nics;
-kd_handler_fn kd_op_peer_request, kd_op_peer_done, kd_op_peer_wait;
-/* The checks a client-server and a peer-to-peer request share, in the
- * specification's order (parameters, state, reachability): the VI, and in
- * *nic the target NIC; NULL with r failed (kd_conn.c). */
-struct kd_vi *kd_conn_request_check(struct kd_session *s, const struct via_ctl_conn_request *q,
-                                    const char *what, int *nic, struct kd_reply *r);
+kd_handler_fn kd_op_peer_done, kd_op_peer_wait;
 kd_handler_fn kd_op_create_ptag, kd_op_destroy_ptag, kd_op_reg_mem, kd_op_dereg_mem,
     kd_op_set_mem;
 kd_handler_fn kd_op_create_vi, kd_op_destroy_vi, kd_op_set_vi, kd_op_create_cq,
     kd_op_destroy_cq, kd_op_resize_cq;
 kd_handler_fn kd_op_conn_wait, kd_op_conn_accept, kd_op_conn_reject, kd_op_conn_request,
-    kd_op_disconnect, kd_op_vi_error;
+    kd_op_peer_request, kd_op_disconnect, kd_op_vi_error;
 /* Keep the stage trace of a session that ends, for `vipctl trace dump|stats`. */
 void kd_trace_keep(const struct kd_session *s);
 void kd_trace_free(void);
@@ -441,6 +436,15 @@ int kd_conn_target(const struct via_net_addr *a, struct kd_reply *r);
 #define KD_FOREIGN (-2)
 
 /* ---- peer-to-peer connections (kd_peer.c) ----------------------------------------- */
+/* A new peer request of vi, checked (kd_op_peer_request): for NIC nic of
+ * this host (h NULL) it meets the oldest mirror request there, if one
+ * waits; for a NIC of host h it is kept PENDING for kd_remote.c to match.
+ * false with r failed. */
+bool kd_peer_request(struct kd_vi *vi, int nic, struct kd_host *h,
+                     const struct via_ctl_conn_request *q, struct kd_reply *r);
+/* Drop vi's request for another host that kd_remote.c could not make
+ * (vi IDLE again). */
+void kd_peer_retract(struct kd_vi *vi);
 /* Cancel vi's pending request or drop its untold outcome (disconnect, destroy). */
 void kd_peer_vi_gone(struct kd_vi *vi, const char *why);
 void kd_peer_client_gone(struct kd_client *c);

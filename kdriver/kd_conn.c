@@ -147,8 +147,19 @@ static bool discrim_ok(const struct via_net_addr *a, const char *which, struct k
     return true;
 }
 
-struct kd_vi *kd_conn_request_check(struct kd_session *s, const struct via_ctl_conn_request *q,
-                                    const char *what, int *nic, struct kd_reply *r)
+/* The host of the hosts file whose NICs the address a names, or NULL. */
+static struct kd_host *host_of(const struct via_net_addr *a)
+{
+    const uint8_t *h = a->host;
+    return kd_host_by_id((uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 |
+                         h[3]);
+}
+
+/* The checks a client-server and a peer-to-peer request share, in the
+ * specification's order (parameters, state, reachability): the VI, and in
+ * *nic the target NIC (KD_FOREIGN: another host's); NULL with r failed. */
+static struct kd_vi *request_check(struct kd_session *s, const struct via_ctl_conn_request *q,
+                                   const char *what, int *nic, struct kd_reply *r)
 {
     struct kd_vi *vi = kd_vi_arg(s, q->vi_id, r);
     if (!vi)
@@ -167,10 +178,7 @@ struct kd_vi *kd_conn_request_check(struct kd_session *s, const struct via_ctl_c
                 kd_vi_state_name(vi->state));
         return NULL;
     }
-    if (*nic == KD_FOREIGN && !kd_host_by_id((uint32_t)q->remote.host[0] << 24 |
-                                             (uint32_t)q->remote.host[1] << 16 |
-                                             (uint32_t)q->remote.host[2] << 8 |
-                                             q->remote.host[3])) {
+    if (*nic == KD_FOREIGN && !host_of(&q->remote)) {
         kd_fail(r, VIP_NOT_REACHABLE,
                 "host %02x%02x%02x%02x is not this vipd (%08x) and not a host of the hosts "
                 "file (vipd --hosts)",
@@ -331,16 +339,12 @@ void kd_op_conn_request(struct kd_client *c, uint64_t cookie, const void *body,
 {
     const struct via_ctl_conn_request *q = body;
     int nic;
-    struct kd_vi *vi = kd_conn_request_check(c->sess, q, "connection request", &nic, r);
+    struct kd_vi *vi = request_check(c->sess, q, "connection request", &nic, r);
     if (!vi)
         return;
     if (nic == KD_FOREIGN) {
-        const uint8_t *h = q->remote.host;
         kd_peer_vi_gone(vi, NULL);
-        kd_remote_request(c, cookie, vi,
-                          kd_host_by_id((uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 |
-                                        (uint32_t)h[2] << 8 | h[3]),
-                          q, r);
+        kd_remote_request(c, cookie, vi, host_of(&q->remote), q, r);
         return;
     }
     struct kd_listener *l = listener_for((unsigned)nic, &q->remote);
@@ -378,6 +382,23 @@ void kd_op_conn_request(struct kd_client *c, uint64_t cookie, const void *body,
     r->deferred = true;
     kd_debug("session %u: VI %u requests a connection to via%d (connection %u)", c->sess->id, vi->id,
              nic, cn->id);
+}
+
+/* Checked as a client-server request is; matched on this host by
+ * kd_peer.c, with another host by kd_remote.c (kd_peer.c keeps it pending
+ * meanwhile). */
+void kd_op_peer_request(struct kd_client *c, uint64_t cookie, const void *body,
+                        struct kd_reply *r)
+{
+    (void)cookie;
+    const struct via_ctl_conn_request *q = body;
+    int nic;
+    struct kd_vi *vi = request_check(c->sess, q, "peer connection request", &nic, r);
+    if (!vi)
+        return;
+    struct kd_host *h = nic == KD_FOREIGN ? host_of(&q->remote) : NULL;
+    if (kd_peer_request(vi, nic, h, q, r) && h && !kd_remote_peer_request(vi, h, q, r))
+        kd_peer_retract(vi);
 }
 
 /* ---- CONN_ACCEPT / CONN_REJECT ----------------------------------------------------------- */

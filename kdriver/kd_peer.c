@@ -1,8 +1,9 @@
 /*
  * kd_peer.c - the peer-to-peer connection model of VIA 1.0.
  *
- * VipConnectPeerRequest posts a request (PEER_REQUEST, never blocks): the
- * VI's NIC and local discriminator, the remote NIC and discriminator. Two
+ * VipConnectPeerRequest posts a request (PEER_REQUEST, never blocks;
+ * checked as a client-server request is, in kd_conn.c): the VI's NIC and
+ * local discriminator, the remote NIC and discriminator. Two
  * requests whose addresses mirror each other are connected through a
  * channel (kd_conn_link), whichever came first; until then the request is
  * PENDING and its VI CONNECT_PENDING, up to the request's timeout. The
@@ -200,35 +201,25 @@ static uint64_t deadline_of(uint32_t timeout_ms)
     return kd_now_ns() + (uint64_t)timeout_ms * 1000000ull + 1; /* never 0 */
 }
 
-/* ---- PEER_REQUEST / PEER_DONE / PEER_WAIT ------------------------------------------ */
+/* ---- new requests, PEER_DONE / PEER_WAIT ------------------------------------------ */
 
-/* Checked in the order of the client-server request (kd_op_conn_request). */
-void kd_op_peer_request(struct kd_client *c, uint64_t cookie, const void *body,
-                        struct kd_reply *r)
+bool kd_peer_request(struct kd_vi *vi, int nic, struct kd_host *h,
+                     const struct via_ctl_conn_request *q, struct kd_reply *r)
 {
-    (void)cookie;
-    const struct via_ctl_conn_request *q = body;
-    int nic;
-    struct kd_vi *vi = kd_conn_request_check(c->sess, q, "peer connection request", &nic, r);
-    if (!vi)
-        return;
     const uint8_t *hb = q->remote.host;
-    struct kd_host *h = nic != KD_FOREIGN ? NULL
-                        : kd_host_by_id((uint32_t)hb[0] << 24 | (uint32_t)hb[1] << 16 |
-                                        (uint32_t)hb[2] << 8 | hb[3]);
     struct kd_peer *m = h ? NULL : mirror_of(vi, (unsigned)nic, q);
     if (m && m->vi->attr.reliability != vi->attr.reliability) {
         kd_fail(r, VIP_INVALID_RELIABILITY_LEVEL,
                 "reliability levels differ: this VI %u, the peer's %u (its request stays "
                 "pending)",
                 vi->attr.reliability, m->vi->attr.reliability);
-        return;
+        return false;
     }
     kd_peer_vi_gone(vi, NULL); /* an outcome nobody asked for goes */
     struct kd_peer *p = calloc(1, sizeof *p);
     if (!p) {
         kd_fail(r, VIP_ERROR_RESOURCE, "vipd is out of memory");
-        return;
+        return false;
     }
     p->vi = vi;
     p->state = KD_PEER_PENDING;
@@ -243,7 +234,7 @@ void kd_op_peer_request(struct kd_client *c, uint64_t cookie, const void *body,
     p->deadline_ns = deadline_of(q->timeout_ms);
     if (m && !connect_pair(m, p, r)) {
         free(p);
-        return;
+        return false;
     }
     struct kd_peer **pp = &kd.peers; /* FIFO: the oldest request is matched first */
     while (*pp)
@@ -252,22 +243,25 @@ void kd_op_peer_request(struct kd_client *c, uint64_t cookie, const void *body,
     vi->peer = p;
     if (h) {
         kd_vi_set_state(vi, VIA_VI_PENDING);
-        if (!kd_remote_peer_request(vi, h, q, r)) {
-            peer_free(p);
-            if (vi->state == VIA_VI_PENDING)
-                kd_vi_set_state(vi, VIA_VI_IDLE);
-        }
-        return;
+        return true;
     }
     if (m) {
-        kd_debug("session %u: VI %u meets VI %u of pid %d (connection %u)", c->sess->id,
+        kd_debug("session %u: VI %u meets VI %u of pid %d (connection %u)", vi->sess->id,
                  vi->id, m->vi->id, (int)m->vi->sess->pid, vi->conn->id);
         decided(m);
     } else {
         kd_vi_set_state(vi, VIA_VI_PENDING);
-        kd_debug("session %u: VI %u requests a peer connection with via%d", c->sess->id,
+        kd_debug("session %u: VI %u requests a peer connection with via%d", vi->sess->id,
                  vi->id, nic);
     }
+    return true;
+}
+
+void kd_peer_retract(struct kd_vi *vi)
+{
+    peer_free(vi->peer);
+    if (vi->state == VIA_VI_PENDING)
+        kd_vi_set_state(vi, VIA_VI_IDLE);
 }
 
 /* The request of a PEER_DONE / PEER_WAIT, or NULL with r failed. */
