@@ -410,8 +410,46 @@ void kd_vi_set_state(struct kd_vi *vi, enum via_vi_state st);
 const char *kd_vi_state_name(uint32_t st);
 void kd_vi_session_free(struct kd_session *s, unsigned *nvis, unsigned *ncqs);
 
-/* ---- connections (kd_conn.c) ----------------------------------------------------- */
+/* ---- the switch's books: connections and waits (kd_conn.c) ------------------------ */
+/* Tell session s's process that something happened to its VI vi_id. */
 void kd_notify(struct kd_session *s, uint32_t vi_id);
+/* A pidfd of the session's process (-1 if none can be had), handed to its
+ * peers with a connection so their NIC notices its death without vipd. */
+int kd_conn_pidfd(const struct kd_session *s);
+struct kd_conn *kd_conn_new(struct kd_reply *r); /* listed, id given, UNMATCHED */
+void kd_conn_free(struct kd_conn *cn);
+void kd_conn_set_state(struct kd_conn *cn, enum kd_conn_state st);
+/* The request conn_id offered to session s, or NULL with r failed. */
+struct kd_conn *kd_conn_offered(struct kd_session *s, uint32_t conn_id, struct kd_reply *r);
+/* A request ends without a connection (status < 0: nobody to answer). */
+void kd_conn_request_end(struct kd_conn *cn, enum kd_conn_state st, int32_t status,
+                         const char *msg);
+/* A wait of c's session (its reply to cookie deferred) for a request to
+ * local's discriminator, last in line; NULL when out of memory. */
+struct kd_listener *kd_listener_add(struct kd_client *c, uint64_t cookie, uint64_t deadline_ns,
+                                    const struct via_net_addr *local);
+void kd_listener_free(struct kd_listener *l);
+/* The oldest live wait on nic for a's discriminator, or NULL. */
+struct kd_listener *kd_listener_for(unsigned nic, const struct via_net_addr *a);
+/* Offer cn to the wait l (answering it) and forget l; false when l's
+ * client has gone meanwhile: cn is not offered. */
+bool kd_listener_offer(struct kd_listener *l, struct kd_conn *cn);
+/* Offer cn to the oldest wait on nic for discrim: false if none takes it. */
+bool kd_conn_offer(struct kd_conn *cn, unsigned nic, const uint8_t *discrim, uint16_t dlen);
+/* The channel shared memory of a new connection (link kind set), or NULL. */
+struct via_chan *kd_conn_chan_new(struct kd_conn *cn, int *fd, struct kd_reply *r);
+/* cn's channel between VIs a (side 0) and b (side 1), its fd in *fd: both
+ * CONNECTED, cn ACCEPTED; false with r failed. */
+bool kd_conn_establish(struct kd_conn *cn, struct kd_vi *a, struct kd_vi *b, int *fd,
+                       struct kd_reply *r);
+/* Connect VIs a (side 0) and b (side 1) through a new channel: both
+ * CONNECTED. Returns the conn, its chan_fd open (closed with the conn at
+ * the latest), or NULL with r failed. */
+struct kd_conn *kd_conn_link(struct kd_vi *a, struct kd_vi *b, struct kd_reply *r);
+/* Connections on nic with an end c may see (kd_user_sees). */
+unsigned kd_conn_count(unsigned nic, const struct kd_client *c);
+
+/* ---- connection management (kd_connect.c) ----------------------------------------- */
 /* A VI is being freed: cancel its request, or close (died: break) its
  * connection and tell the peer. */
 void kd_conn_vi_gone(struct kd_vi *vi, bool died);
@@ -419,21 +457,6 @@ void kd_conn_client_gone(struct kd_client *c);
 void kd_conn_session_gone(struct kd_session *s);
 uint64_t kd_conn_next_deadline(void); /* 0 = none */
 void kd_conn_expire(uint64_t now_ns);
-/* Connections on nic with an end c may see (kd_user_sees). */
-unsigned kd_conn_count(unsigned nic, const struct kd_client *c);
-/* Connect VIs a (side 0) and b (side 1) through a new channel: both
- * CONNECTED. Returns the conn, its chan_fd open (closed with the conn at
- * the latest), or NULL with r failed. */
-struct kd_conn *kd_conn_link(struct kd_vi *a, struct kd_vi *b, struct kd_reply *r);
-/* A pidfd of the session's process (-1 if none can be had), handed to its
- * peers with a connection so their NIC notices its death without vipd. */
-int kd_conn_pidfd(const struct kd_session *s);
-/* The NIC of this vipd a target address names: its index; -1 (r failed,
- * VIP_INVALID_PARAMETER) for a NIC this host does not have; -2 (r
- * untouched) for another host's NIC, which the caller reports as
- * VIP_NOT_REACHABLE once the checks that come first have passed. */
-int kd_conn_target(const struct via_net_addr *a, struct kd_reply *r);
-#define KD_FOREIGN (-2)
 
 /* ---- peer-to-peer connections (kd_peer.c) ----------------------------------------- */
 /* A new peer request of vi, checked (kd_op_peer_request): for NIC nic of
@@ -510,18 +533,6 @@ bool kd_remote_peer_request(struct kd_vi *vi, struct kd_host *h,
                             const struct via_ctl_conn_request *q, struct kd_reply *r);
 /* Hand kd_host.c what other hosts' messages mean (at start-up). */
 void kd_remote_init(void);
-
-/* ---- connection internals kd_remote.c shares (kd_conn.c) ------------------------------ */
-struct kd_conn *kd_conn_new(struct kd_reply *r); /* listed, id given, UNMATCHED */
-void kd_conn_free(struct kd_conn *cn);
-/* A request ends without a connection (status < 0: nobody to answer). */
-void kd_conn_request_end(struct kd_conn *cn, enum kd_conn_state st, int32_t status,
-                         const char *msg);
-/* Offer cn to the oldest wait on nic for discrim: false if none takes it. */
-bool kd_conn_offer(struct kd_conn *cn, unsigned nic, const uint8_t *discrim, uint16_t dlen);
-/* The channel shared memory of a new connection (link kind set), or NULL. */
-struct via_chan *kd_conn_chan_new(struct kd_conn *cn, int *fd, struct kd_reply *r);
-void kd_conn_set_state(struct kd_conn *cn, enum kd_conn_state st);
 
 /* ---- name service (kd_ns.c) --------------------------------------------------------- */
 /* Read the hosts file (lines "name address..."); false with a message

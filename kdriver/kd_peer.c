@@ -2,7 +2,7 @@
  * kd_peer.c - the peer-to-peer connection model of VIA 1.0.
  *
  * VipConnectPeerRequest posts a request (PEER_REQUEST, never blocks;
- * checked as a client-server request is, in kd_conn.c): the VI's NIC and
+ * checked as a client-server request is, in kd_connect.c): the VI's NIC and
  * local discriminator, the remote NIC and discriminator. Two
  * requests whose addresses mirror each other are connected through a
  * channel (kd_conn_link), whichever came first; until then the request is

@@ -1,7 +1,7 @@
 /*
  * kd_remote.c - connections whose two VIs are on different hosts.
  *
- * The client-server exchange of kd_conn.c, stretched over two vipds
+ * The client-server exchange of kd_connect.c, stretched over two vipds
  * (kd_host.c carries the messages):
  *
  *   requester's vipd A                      acceptor's vipd B
@@ -25,7 +25,7 @@
  * link VIA_LINK_UDP) and holds the connection's state for its VI; the
  * UDP socket goes to the process with it, and from then on the two NICs
  * talk directly. A disconnect, a VI's error or death, is told to the
- * other vipd (CONN_END), which breaks its side as kd_conn.c does for a
+ * other vipd (CONN_END), which breaks its side as kd_connect.c does for a
  * peer on this host; a host that goes away breaks every connection to it.
  * Both channels carry the requester vipd's conn id (wire_id).
  */
