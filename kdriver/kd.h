@@ -409,6 +409,10 @@ struct kd_vi *kd_vi_arg(const struct kd_session *s, uint32_t vi_id, struct kd_re
 void kd_vi_set_state(struct kd_vi *vi, enum via_vi_state st);
 const char *kd_vi_state_name(uint32_t st);
 void kd_vi_session_free(struct kd_session *s, unsigned *nvis, unsigned *ncqs);
+/* A VI is about to be freed (died: its process has gone, rather than
+ * destroying it): what the layers above hold of it must go first. */
+typedef void kd_vi_gone_fn(struct kd_vi *vi, bool died);
+void kd_vi_on_gone(kd_vi_gone_fn *fn); /* kd_connect.c's, at start-up */
 
 /* ---- the switch's books: connections and waits (kd_conn.c) ------------------------ */
 /* Tell session s's process that something happened to its VI vi_id. */
@@ -450,9 +454,8 @@ struct kd_conn *kd_conn_link(struct kd_vi *a, struct kd_vi *b, struct kd_reply *
 unsigned kd_conn_count(unsigned nic, const struct kd_client *c);
 
 /* ---- connection management (kd_connect.c) ----------------------------------------- */
-/* A VI is being freed: cancel its request, or close (died: break) its
- * connection and tell the peer. */
-void kd_conn_vi_gone(struct kd_vi *vi, bool died);
+/* Hand kd_vi.c what a VI's end does to its connection (at start-up). */
+void kd_connect_init(void);
 void kd_conn_client_gone(struct kd_client *c);
 void kd_conn_session_gone(struct kd_session *s);
 uint64_t kd_conn_next_deadline(void); /* 0 = none */

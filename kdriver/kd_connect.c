@@ -20,8 +20,9 @@
  *
  * This is the top of the connection files: it calls the books (kd_conn.c),
  * the peer-to-peer model (kd_peer.c) and the connections with other hosts
- * (kd_remote.c); the session dispatcher, the VIs' end and the event loop
- * call it.
+ * (kd_remote.c); the session dispatcher and the event loop call it, and
+ * the VIs reach it only through the function it hands them at start-up
+ * (kd_connect_init).
  */
 #include "kd.h"
 
@@ -371,7 +372,9 @@ void kd_op_vi_error(struct kd_client *c, uint64_t cookie, const void *body,
             vi->id, vi->nic->index, (int)vi->sess->pid, q->code);
 }
 
-void kd_conn_vi_gone(struct kd_vi *vi, bool died)
+/* A VI is being freed (kd_vi.c calls this through kd_vi_on_gone): cancel
+ * its request, or close (died: break) its connection and tell the peer. */
+static void vi_gone(struct kd_vi *vi, bool died)
 {
     kd_peer_vi_gone(vi, "the VI was destroyed while its peer connection request was pending");
     struct kd_conn *cn = vi->conn;
@@ -453,4 +456,9 @@ void kd_conn_expire(uint64_t now)
         kd_conn_request_end(cn, KD_CONN_TIMED_OUT, VIP_TIMEOUT,
                     "the remote side did not accept or reject before the timeout");
     }
+}
+
+void kd_connect_init(void)
+{
+    kd_vi_on_gone(vi_gone);
 }

@@ -840,7 +840,8 @@ int main(int argc, char **argv)
 
     /* The layers below call up only through what the layers above hand
      * them here. */
-    kd_remote_init(); /* other hosts' messages (kd_host.c) */
+    kd_remote_init();  /* other hosts' messages (kd_host.c) */
+    kd_connect_init(); /* a VI's end (kd_vi.c) */
     if (!kd_host_listen()) {
         fprintf(stderr, "vipd: cannot listen for other hosts on port %u: %s\n",
                 kd.listen_port, strerror(errno));

@@ -161,10 +161,20 @@ void kd_op_create_vi(struct kd_client *c, uint64_t cookie, const void *body,
     kd_debug("session %u: VI %u on via%u created", s->id, id, nic->index);
 }
 
+/* What refers to a VI from above (its connection, its peer request) lets
+ * it go before the VI is freed: kd_connect.c hands over how at start-up
+ * (kd_vi_on_gone), as this file calls nothing above it. */
+static kd_vi_gone_fn *vi_gone;
+
+void kd_vi_on_gone(kd_vi_gone_fn *fn)
+{
+    vi_gone = fn;
+}
+
 /* died: the owner is gone (break its connection) rather than disconnecting. */
 static void vi_free(struct kd_vi *vi, bool died)
 {
-    kd_conn_vi_gone(vi, died);
+    vi_gone(vi, died);
     if (vi->scq)
         vi->scq->nbound--;
     if (vi->rcq)

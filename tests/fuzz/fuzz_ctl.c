@@ -493,6 +493,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     static const char *const profiles[VIA_MAX_NICS] = {"native", "native"};
     if (!kd_nic_init(2, profiles, NULL))
         abort();
+    kd_remote_init(); /* as vipd's main does: the layers' calls up */
+    kd_connect_init();
     pristine = kd;
     for (int i = 0; i < NSLOTS; i++)
         slots[i].fd = -1;

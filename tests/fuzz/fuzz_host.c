@@ -86,7 +86,8 @@ static NO_COV void setup(void)
     kd.host_id = kd_host_id_of(kd.listen_ip, kd.listen_port);
     CHECK(kd_host_add("me", kd.listen_ip, kd.listen_port));
     CHECK((peer = kd_host_add("peer", kd.listen_ip, peer_port)));
-    kd_remote_init(); /* as vipd's main does: the messages' handlers */
+    kd_remote_init(); /* as vipd's main does: the layers' calls up */
+    kd_connect_init();
     CHECK(kd_host_listen());
 }
 
