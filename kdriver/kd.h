@@ -6,6 +6,32 @@
  * shared-memory objects of the data path and matches connections. It never
  * touches client data buffers (the firmware runs inside each client).
  * Single-threaded: every object below is touched by the poll() loop only.
+ *
+ * Its files, bottom up. Each calls only files below it (tools/check_layers.sh
+ * fails on a loop); where a lower file must tell a higher one something,
+ * it calls what the higher one handed it at start-up.
+ *
+ *   kd_core.c     kd (the daemon's state), the log, the clock
+ *   kd_shm.c      the shared-memory objects (kd_auth.c, kd_hostif.c: the
+ *                 cluster key, the host's network interfaces)
+ *   kd_reply.c    replies to clients
+ *   kd_user.c     users: who may connect, who sees what, per-user limits
+ *   kd_nic.c      the NICs: addresses, host ids, profiles, NIC pages
+ *   kd_mem.c      ptags and the translation and protection table
+ *   kd_vi.c       VIs and CQs; a VI's end reaches its connection through
+ *                 kd_vi_on_gone (kd_connect.c's)
+ *   kd_host.c     the links to other vipds; their messages, a host's
+ *                 going down, reach kd_remote.c through kd_host_serve
+ *   kd_conn.c     the switch's books: connections, waits, channels; a
+ *                 connection with another host ends through cn->far
+ *   kd_peer.c     the peer-to-peer model: matching, outcomes
+ *   kd_remote.c   connections whose other end is on another host
+ *   kd_connect.c  connection management: the requests, the ends, timers
+ *   kd_ns.c       the name service and the hosts file
+ *   kd_mgmt.c     vipctl's requests
+ *   kd_session.c  clients and sessions: framing, the dispatch table,
+ *                 HELLO/ATTACH, a session's end
+ *   kd_main.c     options, the daemon, the event loop; the start-up wiring
  */
 #ifndef KD_H
 #define KD_H
@@ -31,7 +57,7 @@ void kd_log(enum kd_level lv, const char *fmt, ...) __attribute__((format(printf
 #define kd_debug(...) kd_log(KD_DEBUG, __VA_ARGS__)
 uint64_t kd_now_ns(void);
 
-/* ---- objects ------------------------------------------------------------------ */
+/* ---- the objects, which every file may touch ------------------------------------ */
 struct kd_session;
 struct kd_conn;
 
@@ -291,7 +317,16 @@ extern struct kd_state kd;
 /* Sessions one vipd (one user's) serves at once unless told otherwise. */
 #define KD_MAX_SESSIONS 1024u
 
-/* ---- replies (kd_reply.c) -------------------------------------------------- */
+/* ==== each file's functions, in the order of the files above ============================ */
+
+/* ---- shared memory (kd_shm.c) ------------------------------------------------------ */
+/* memfd of size bytes, zeroed, mapped read-write in vipd, sealed against
+ * SHRINK/GROW (plus extra_seals) and F_SEAL_SEAL. Returns the mapping and
+ * the fd in *fd, or NULL with errno set. */
+void *kd_shm_create(const char *name, size_t size, unsigned extra_seals, int *fd);
+void kd_shm_unmap(void *p, size_t size);
+
+/* ---- replies (kd_reply.c) ---------------------------------------------------------- */
 #define KD_SMALL_BODY 256
 struct kd_reply {
     int32_t status;
@@ -317,49 +352,12 @@ void kd_send_reply(struct kd_client *c, uint64_t cookie, int32_t status, const c
                    const void *body, size_t len, const int *fds, int nfds);
 void kd_send_status(struct kd_client *c, uint64_t cookie, int32_t status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-
-/* ---- sessions and connections to vipd (kd_session.c) ------------------------- */
-void kd_client_new(int fd);
-void kd_client_readable(struct kd_client *c);
-void kd_reap_clients(void);
-void kd_session_end(struct kd_session *s, const char *why);
-void kd_shutdown_all(void);
-struct kd_session *kd_session_find(uint32_t id);
-
-/* ---- handlers ---------------------------------------------------------------- */
+/* The handler of a request op: the body in, the reply in r. The dispatch
+ * table of kd_session.c calls them; each file declares its own below. */
 typedef void kd_handler_fn(struct kd_client *c, uint64_t cookie, const void *body,
                            struct kd_reply *r);
-/* A request op: its handler and what it needs before the handler runs. */
-struct kd_op {
-    const char *name;
-    uint32_t body; /* exact request body length */
-    kd_handler_fn *fn;
-    bool needs_session;
-};
-/* The checks of a request before its handler runs, with no I/O (so the
- * fuzzer can call it): a known op, its exact body length, a session when the
- * op needs one. The op's table entry, or NULL with r failed (kd_session.c). */
-const struct kd_op *kd_request_check(uint32_t opcode, long blen, bool has_session,
-                                     struct kd_reply *r);
-kd_handler_fn kd_op_query_nic, kd_op_ns_lookup, kd_op_ns_reverse, kd_op_smi_nics;
-kd_handler_fn kd_op_peer_done, kd_op_peer_wait;
-kd_handler_fn kd_op_create_ptag, kd_op_destroy_ptag, kd_op_reg_mem, kd_op_dereg_mem,
-    kd_op_set_mem;
-kd_handler_fn kd_op_create_vi, kd_op_destroy_vi, kd_op_set_vi, kd_op_create_cq,
-    kd_op_destroy_cq, kd_op_resize_cq;
-kd_handler_fn kd_op_conn_wait, kd_op_conn_accept, kd_op_conn_reject, kd_op_conn_request,
-    kd_op_peer_request, kd_op_disconnect, kd_op_vi_error;
-/* Keep the stage trace of a session that ends, for `vipctl trace dump|stats`. */
-void kd_trace_keep(const struct kd_session *s);
-void kd_trace_free(void);
 
-kd_handler_fn kd_op_get_profile, kd_op_net_stats;
-/* Keep the net counters of a session that ends (vipctl net). */
-void kd_host_net_keep(const struct kd_session *s);
-kd_handler_fn kd_op_list_nics, kd_op_list_vis, kd_op_list_mem, kd_op_trace, kd_op_shutdown,
-    kd_op_ping;
-
-/* ---- users (kd_user.c) ---------------------------------------------------------- */
+/* ---- users (kd_user.c) ------------------------------------------------------------- */
 /* Defaults of the per-user limits of a system vipd (a vipd of one user has
  * none unless told). */
 #define KD_SYSTEM_SESSIONS_PER_USER 256u
@@ -379,7 +377,7 @@ bool kd_user_may_open(uid_t uid, struct kd_reply *r);
 bool kd_user_may_create_vi(uid_t uid, struct kd_reply *r);
 bool kd_user_may_register(uid_t uid, uint64_t len, struct kd_reply *r);
 
-/* ---- NICs (kd_nic.c) ------------------------------------------------------------ */
+/* ---- NICs (kd_nic.c) --------------------------------------------------------------- */
 /* Set up nnics NICs: addresses, profile profiles[i] (a name looked up in
  * dir, or a path) and the NIC page. false with a message on stderr. */
 bool kd_nic_init(unsigned nnics, const char *const *profiles, const char *dir);
@@ -396,13 +394,16 @@ uint32_t kd_nic_max_vi(const struct kd_nic *nic);
 /* A session on nic has ended (and left kd.sessions): reset the modelled
  * clocks if nobody is left. */
 void kd_nic_session_gone(struct kd_nic *nic);
+kd_handler_fn kd_op_query_nic, kd_op_smi_nics, kd_op_get_profile;
 
-/* ---- memory (kd_mem.c) ------------------------------------------------------------ */
+/* ---- memory (kd_mem.c) ------------------------------------------------------------- */
 bool kd_ptag_owned(const struct kd_session *s, uint32_t ptag);
 void kd_ptag_ref(uint32_t ptag, int dvis, int dregions); /* ptag 0 ignored */
 void kd_mem_session_free(struct kd_session *s);          /* ptags and regions */
+kd_handler_fn kd_op_create_ptag, kd_op_destroy_ptag, kd_op_reg_mem, kd_op_dereg_mem,
+    kd_op_set_mem;
 
-/* ---- VIs and CQs (kd_vi.c) ------------------------------------------------------ */
+/* ---- VIs and CQs (kd_vi.c) --------------------------------------------------------- */
 struct kd_vi *kd_vi_of(const struct kd_session *s, uint32_t vi_id);
 /* The same for a request's VI argument: NULL, with the reply failed, if not the session's. */
 struct kd_vi *kd_vi_arg(const struct kd_session *s, uint32_t vi_id, struct kd_reply *r);
@@ -410,11 +411,51 @@ void kd_vi_set_state(struct kd_vi *vi, enum via_vi_state st);
 const char *kd_vi_state_name(uint32_t st);
 void kd_vi_session_free(struct kd_session *s, unsigned *nvis, unsigned *ncqs);
 /* A VI is about to be freed (died: its process has gone, rather than
- * destroying it): what the layers above hold of it must go first. */
+ * destroying it): what the files above hold of it must go first. */
 typedef void kd_vi_gone_fn(struct kd_vi *vi, bool died);
 void kd_vi_on_gone(kd_vi_gone_fn *fn); /* kd_connect.c's, at start-up */
+kd_handler_fn kd_op_create_vi, kd_op_destroy_vi, kd_op_set_vi, kd_op_create_cq,
+    kd_op_destroy_cq, kd_op_resize_cq;
 
-/* ---- the switch's books: connections and waits (kd_conn.c) ------------------------ */
+/* ---- other hosts (kd_host.c) ------------------------------------------------------- */
+struct pollfd;
+const char *kd_link_name(uint32_t link); /* enum via_link_kind: "udp", "ofi", ... */
+/* "A.B.C.D:PORT" */
+bool kd_host_parse_addr(const char *s, uint32_t *ip, uint16_t *port);
+/* A host of the hosts file (the same address twice: the first's entry);
+ * NULL when there are too many. */
+struct kd_host *kd_host_add(const char *name, uint32_t ip, uint16_t port);
+struct kd_host *kd_host_by_id(uint32_t host_id); /* another host's, or NULL */
+bool kd_host_listen(void); /* false with errno */
+void kd_host_fini(void);
+/* A control message to h (connecting first if need be); false: h is down. */
+bool kd_host_send(struct kd_host *h, uint16_t type, const void *body, uint32_t len);
+void kd_host_down(struct kd_host *h, const char *why);
+/* What other hosts' messages mean is kd_remote.c's (above): it hands this
+ * table to kd_host_serve at start-up, before any host is reached. */
+typedef void kd_host_msg_fn(struct kd_host *h, const void *body);
+struct kd_host_msg_handler {
+    uint32_t len; /* the body's exact length */
+    kd_host_msg_fn *fn;
+};
+struct kd_host_calls {
+    struct kd_host_msg_handler msg[VIA_HOST_NTYPES]; /* by type; fn NULL: ignored */
+    void (*down)(struct kd_host *h);       /* h went down: break what goes through it */
+    bool (*busy)(const struct kd_host *h); /* business with h: keep up a heartbeat */
+};
+void kd_host_serve(const struct kd_host_calls *calls);
+/* The event loop's part: poll entries (fd -1 for unused), their events,
+ * the heartbeat's timer. */
+size_t kd_host_npollfds(void);
+size_t kd_host_pollfds(struct pollfd *p, size_t cap);
+void kd_host_events(const struct pollfd *p, size_t n);
+uint64_t kd_host_next_deadline(void); /* 0 = none */
+void kd_host_tick(uint64_t now_ns);
+/* Keep the net counters of a session that ends (vipctl net). */
+void kd_host_net_keep(const struct kd_session *s);
+kd_handler_fn kd_op_net_stats;
+
+/* ---- the switch's books: connections and waits (kd_conn.c) ------------------------- */
 /* Tell session s's process that something happened to its VI vi_id. */
 void kd_notify(struct kd_session *s, uint32_t vi_id);
 /* A pidfd of the session's process (-1 if none can be had), handed to its
@@ -453,15 +494,7 @@ struct kd_conn *kd_conn_link(struct kd_vi *a, struct kd_vi *b, struct kd_reply *
 /* Connections on nic with an end c may see (kd_user_sees). */
 unsigned kd_conn_count(unsigned nic, const struct kd_client *c);
 
-/* ---- connection management (kd_connect.c) ----------------------------------------- */
-/* Hand kd_vi.c what a VI's end does to its connection (at start-up). */
-void kd_connect_init(void);
-void kd_conn_client_gone(struct kd_client *c);
-void kd_conn_session_gone(struct kd_session *s);
-uint64_t kd_conn_next_deadline(void); /* 0 = none */
-void kd_conn_expire(uint64_t now_ns);
-
-/* ---- peer-to-peer connections (kd_peer.c) ----------------------------------------- */
+/* ---- peer-to-peer connections (kd_peer.c) ------------------------------------------ */
 /* A new peer request of vi, checked (kd_op_peer_request): for NIC nic of
  * this host (h NULL) it meets the oldest mirror request there, if one
  * waits; for a NIC of host h it is kept PENDING for kd_remote.c to match.
@@ -484,43 +517,11 @@ struct kd_vi *kd_peer_mirror_remote(const struct kd_host *h, const struct via_ho
 void kd_peer_connected(struct kd_vi *vi, struct kd_conn *cn, uint32_t side, uint32_t peer_vi,
                        const struct via_vi_attr *attr, int sock);
 void kd_peer_failed(struct kd_vi *vi, int32_t status, const char *msg);
+kd_handler_fn kd_op_peer_done, kd_op_peer_wait;
 
-/* ---- hosts (kd_host.c) ------------------------------------------------------------ */
-struct pollfd;
-const char *kd_link_name(uint32_t link); /* enum via_link_kind: "udp", "ofi", ... */
-/* "A.B.C.D:PORT" */
-bool kd_host_parse_addr(const char *s, uint32_t *ip, uint16_t *port);
-/* A host of the hosts file (the same address twice: the first's entry);
- * NULL when there are too many. */
-struct kd_host *kd_host_add(const char *name, uint32_t ip, uint16_t port);
-struct kd_host *kd_host_by_id(uint32_t host_id); /* another host's, or NULL */
-bool kd_host_listen(void); /* false with errno */
-void kd_host_fini(void);
-/* A control message to h (connecting first if need be); false: h is down. */
-bool kd_host_send(struct kd_host *h, uint16_t type, const void *body, uint32_t len);
-void kd_host_down(struct kd_host *h, const char *why);
-/* What other hosts' messages mean is kd_remote.c's (above): it hands this
- * table to kd_host_serve at start-up, before any host is reached. */
-typedef void kd_host_msg_fn(struct kd_host *h, const void *body);
-struct kd_host_msg_handler {
-    uint32_t len; /* the body's exact length */
-    kd_host_msg_fn *fn;
-};
-struct kd_host_calls {
-    struct kd_host_msg_handler msg[VIA_HOST_NTYPES]; /* by type; fn NULL: ignored */
-    void (*down)(struct kd_host *h);       /* h went down: break what goes through it */
-    bool (*busy)(const struct kd_host *h); /* business with h: keep up a heartbeat */
-};
-void kd_host_serve(const struct kd_host_calls *calls);
-/* The event loop's part: poll entries (fd -1 for unused), their events,
- * the heartbeat's timer. */
-size_t kd_host_npollfds(void);
-size_t kd_host_pollfds(struct pollfd *p, size_t cap);
-void kd_host_events(const struct pollfd *p, size_t n);
-uint64_t kd_host_next_deadline(void); /* 0 = none */
-void kd_host_tick(uint64_t now_ns);
-
-/* ---- connections across hosts (kd_remote.c) ----------------------------------------- */
+/* ---- connections across hosts (kd_remote.c) ---------------------------------------- */
+/* Hand kd_host.c what other hosts' messages mean (at start-up). */
+void kd_remote_init(void);
 /* CONN_REQUEST for a NIC of host h (vi checked, IDLE). */
 void kd_remote_request(struct kd_client *c, uint64_t cookie, struct kd_vi *vi,
                        struct kd_host *h, const struct via_ctl_conn_request *q,
@@ -534,20 +535,49 @@ bool kd_remote_cancel(struct kd_conn *cn);
  * false with r failed. */
 bool kd_remote_peer_request(struct kd_vi *vi, struct kd_host *h,
                             const struct via_ctl_conn_request *q, struct kd_reply *r);
-/* Hand kd_host.c what other hosts' messages mean (at start-up). */
-void kd_remote_init(void);
 
-/* ---- name service (kd_ns.c) --------------------------------------------------------- */
+/* ---- connection management (kd_connect.c) ------------------------------------------ */
+/* Hand kd_vi.c what a VI's end does to its connection (at start-up). */
+void kd_connect_init(void);
+void kd_conn_client_gone(struct kd_client *c);
+void kd_conn_session_gone(struct kd_session *s);
+uint64_t kd_conn_next_deadline(void); /* 0 = none */
+void kd_conn_expire(uint64_t now_ns);
+kd_handler_fn kd_op_conn_wait, kd_op_conn_accept, kd_op_conn_reject, kd_op_conn_request,
+    kd_op_peer_request, kd_op_disconnect, kd_op_vi_error;
+
+/* ---- name service (kd_ns.c) -------------------------------------------------------- */
 /* Read the hosts file (lines "name address..."); false with a message
  * naming the file and line on stderr. */
 bool kd_ns_load(const char *path);
 void kd_ns_free(void);
+kd_handler_fn kd_op_ns_lookup, kd_op_ns_reverse;
 
-/* ---- shared memory (kd_shm.c) ----------------------------------------------------- */
-/* memfd of size bytes, zeroed, mapped read-write in vipd, sealed against
- * SHRINK/GROW (plus extra_seals) and F_SEAL_SEAL. Returns the mapping and
- * the fd in *fd, or NULL with errno set. */
-void *kd_shm_create(const char *name, size_t size, unsigned extra_seals, int *fd);
-void kd_shm_unmap(void *p, size_t size);
+/* ---- management requests (kd_mgmt.c) ----------------------------------------------- */
+/* Keep the stage trace of a session that ends, for `vipctl trace dump|stats`. */
+void kd_trace_keep(const struct kd_session *s);
+void kd_trace_free(void);
+kd_handler_fn kd_op_list_nics, kd_op_list_vis, kd_op_list_mem, kd_op_trace, kd_op_shutdown,
+    kd_op_ping;
+
+/* ---- clients, sessions, the dispatch table (kd_session.c) -------------------------- */
+void kd_client_new(int fd);
+void kd_client_readable(struct kd_client *c);
+void kd_reap_clients(void);
+void kd_session_end(struct kd_session *s, const char *why);
+void kd_shutdown_all(void);
+struct kd_session *kd_session_find(uint32_t id);
+/* A request op: its handler and what it needs before the handler runs. */
+struct kd_op {
+    const char *name;
+    uint32_t body; /* exact request body length */
+    kd_handler_fn *fn;
+    bool needs_session;
+};
+/* The checks of a request before its handler runs, with no I/O (so the
+ * fuzzer can call it): a known op, its exact body length, a session when the
+ * op needs one. The op's table entry, or NULL with r failed. */
+const struct kd_op *kd_request_check(uint32_t opcode, long blen, bool has_session,
+                                     struct kd_reply *r);
 
 #endif
