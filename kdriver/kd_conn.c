@@ -5,12 +5,11 @@
  * ended without one; a wait is kept in arrival order and answered by the
  * request it takes.
  *
- * What clients ask of the switch, and what the end of a VI, a client or a
- * session does to its connections, are kd_connect.c's (above); so are the
- * peer-to-peer model (kd_peer.c) and the connections with other hosts
- * (kd_remote.c), which build on these books. This file calls none of them:
- * a connection with another host carries kd_remote.c's part in its end
- * (cn->far).
+ * Built on these books: the peer-to-peer model (kd_peer.c), connections
+ * with other hosts (kd_remote.c), and above both what clients ask of the
+ * switch and what the end of a VI, a client or a session does to its
+ * connections (kd_connect.c). This file calls none of them: a connection
+ * with another host carries kd_remote.c's part in its end (cn->far).
  */
 #include "kd.h"
 
