@@ -33,7 +33,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "vipl.h"
+#include "via_spec.h"
 
 static uint64_t deadline_of(uint32_t timeout_ms)
 {

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vipl.h"
+#include "via_spec.h"
 
 int kd_fail(struct kd_reply *r, int32_t status, const char *fmt, ...)
 {
