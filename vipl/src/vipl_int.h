@@ -309,7 +309,8 @@ VIP_RETURN vipl_rcache_register(struct vip_nic *n, uintptr_t va, size_t len, uin
 VIP_RETURN vipl_rcache_deregister(struct vip_nic *n, uintptr_t va, VIP_MEM_HANDLE h);
 /* Give vipd back the kept registrations of ptag (0: all). */
 void vipl_rcache_flush(struct vip_nic *n, uint32_t ptag);
-/* The TPT entry of a live, open handle of this NIC, or NULL (vipl_mem.c). */
+/* The TPT entry of a live handle of this NIC that the cache has not
+ * closed, or NULL. */
 const struct via_tpt_entry *vipl_tpt_lookup(struct vip_nic *n, VIP_MEM_HANDLE h);
 
 #endif

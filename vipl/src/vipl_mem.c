@@ -178,17 +178,6 @@ VIP_RETURN VipDeregisterMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress,
     return vipl_rcache_deregister(n, (uintptr_t)VirtualAddress, MemoryHandle);
 }
 
-/* The TPT entry of a handle, read from the NIC's table, if it is live and
- * not closed by the registration cache. */
-const struct via_tpt_entry *vipl_tpt_lookup(struct vip_nic *n, VIP_MEM_HANDLE h)
-{
-    uint32_t idx = VIA_MH_INDEX(h);
-    if (idx >= VIA_MAX_TPT || VIA_MH_GEN(h) == 0 || nic_mem_revoked(n->hw, idx))
-        return NULL;
-    const struct via_tpt_entry *e = &((const struct via_tpt_entry *)n->tpt_map)[idx];
-    return atomic_load_explicit(&e->gen, memory_order_acquire) == VIA_MH_GEN(h) ? e : NULL;
-}
-
 VIP_RETURN VipQueryMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID Address, VIP_MEM_HANDLE MemHandle,
                        VIP_MEM_ATTRIBUTES *MemAttribs)
 {

@@ -131,6 +131,17 @@ VIP_RETURN vipl_rcache_register(struct vip_nic *n, uintptr_t va, size_t len, uin
     return rc;
 }
 
+/* The TPT entry of a handle, read from the NIC's table, if it is live and
+ * not closed by the registration cache. */
+const struct via_tpt_entry *vipl_tpt_lookup(struct vip_nic *n, VIP_MEM_HANDLE h)
+{
+    uint32_t idx = VIA_MH_INDEX(h);
+    if (idx >= VIA_MAX_TPT || VIA_MH_GEN(h) == 0 || nic_mem_revoked(n->hw, idx))
+        return NULL;
+    const struct via_tpt_entry *e = &((const struct via_tpt_entry *)n->tpt_map)[idx];
+    return atomic_load_explicit(&e->gen, memory_order_acquire) == VIA_MH_GEN(h) ? e : NULL;
+}
+
 VIP_RETURN vipl_rcache_deregister(struct vip_nic *n, uintptr_t va, VIP_MEM_HANDLE h)
 {
     pthread_mutex_lock(&n->rc.lock);
