@@ -408,8 +408,8 @@ uint64_t fw_rtx_turn(struct fw_udp *u)
         return 0;
     }
     /* Delayed acknowledgement: a frame of ours going out soon (the reply
-     * of a ping-pong) carries it; a pure ACK goes when the window is half
-     * used or the ack has waited FW_ACK_DELAY_NS. */
+     * of a ping-pong) carries it; a pure ACK goes when a quarter of the
+     * window is unacknowledged or the ack has waited FW_ACK_DELAY_NS. */
     uint64_t ack_due = 0;
     if (u->ack_owed) {
         if (!u->ack_since)
