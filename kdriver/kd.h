@@ -203,6 +203,9 @@ struct kd_conn {
      * came. */
     struct kd_host *host;
     kd_conn_far_fn *far;
+    /* kd_conn_request_end is under way: what it tells the other host may
+     * fail and take that host down, which must not end this one again. */
+    bool ending;
     uint32_t wire_id;
     int udp_fd;
     bool remote_req;

@@ -9,12 +9,15 @@
  *   over that connection, RDMA write and RDMA read with verified data
  *   (and sends, which tell the target the write has landed);
  *   a peer request nobody mirrors times out, or its process exits, and
- *   is withdrawn: a later mirror request does not meet the stale one.
+ *   is withdrawn: a later mirror request does not meet the stale one;
+ *   a request whose withdrawal finds the other host dead ends once.
  */
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lib/thosts.h"
 #include "lib/tlib.h"
@@ -32,6 +35,7 @@ struct pside {
     bool first;  /* requests before the other side does */
     bool writer; /* initiates the RDMA; the other side is its target */
     bool leaves; /* lonely_child: requests, then exits without a word */
+    unsigned timeout_ms; /* lonely_child's request (0: 300) */
 };
 
 struct rinfo {
@@ -177,7 +181,7 @@ static void peer_rdma_once(const struct thosts *hp, VIP_RELIABILITY_LEVEL rel, u
     tl_discrim(a, "pa");
     tl_discrim(b, "pb");
     for (unsigned i = 0; i < 2; i++) {
-        s[i] = (struct pside){&h, i, 1 - i, "", "", rel, i == first, i == 0, false};
+        s[i] = (struct pside){&h, i, 1 - i, "", "", rel, i == first, i == 0, false, 0};
         snprintf(s[i].mine, sizeof s[i].mine, "%s", i ? b : a);
         snprintf(s[i].theirs, sizeof s[i].theirs, "%s", i ? a : b);
     }
@@ -249,7 +253,7 @@ static int lonely_child(void *arg)
          * (tests/valgrind.supp knows this NIC is left on purpose) */
         return 0;
     }
-    TC_RC(peer_connect(&t, vi, s, 300, &ra), VIP_TIMEOUT);
+    TC_RC(peer_connect(&t, vi, s, s->timeout_ms ? s->timeout_ms : 300, &ra), VIP_TIMEOUT);
     TC_CHECK(tl_vi_state(vi) == VIP_STATE_IDLE);
     TC_CHECK(tl_child_post('t') == 0);
     tl_end(&t, vi, NULL);
@@ -281,7 +285,7 @@ static void lonely_once(const struct thosts *hp, unsigned first, bool leaves)
     for (unsigned k = 0; k < 2; k++) {
         unsigned i = k ? 1 - first : first;
         struct pside s = {&h, i, 1 - i, "", "", VIP_SERVICE_RELIABLE_DELIVERY, false, false,
-                          leaves && k == 0};
+                          leaves && k == 0, 0};
         snprintf(s.mine, sizeof s.mine, "%s", i ? b : a);
         snprintf(s.theirs, sizeof s.theirs, "%s", i ? a : b);
         struct tl_child c;
@@ -320,11 +324,119 @@ static void test_peer_process_leaves(void)
     lonely(true);
 }
 
+/* ---- a request whose end finds the other host dead ------------------------------------- */
+
+/* A TCP connection between the vipds on ports a and b (either end's
+ * listening port, as /proc/net/tcp shows them) holds bytes that b's end
+ * has not read. */
+static bool unread_toward(uint16_t a, uint16_t b)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    if (!f)
+        return false;
+    char line[512];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned lport, rport, st, txq, rxq;
+        if (sscanf(line, " %*u: %*x:%x %*x:%x %x %x:%x", &lport, &rport, &st, &txq, &rxq) == 5 &&
+            st == 1 && rxq > 0 && (lport == b || rport == a))
+            found = true;
+    }
+    fclose(f);
+    return found;
+}
+
+/* The line of host j in host i's `vipctl net` (cut at its end), or NULL. */
+static char *net_line(const struct thosts *h, unsigned i, unsigned j, char *out, size_t cap)
+{
+    char name[32];
+    snprintf(name, sizeof name, "host host%u ", j);
+    thosts_use(h, i);
+    char *l = tl_vipctl("net", out, cap) == 0 ? strstr(out, name) : NULL;
+    if (l && strchr(l, '\n'))
+        *strchr(l, '\n') = '\0';
+    return l;
+}
+
+/* Host i says host j is up (its link to j is made), within 10 s. */
+static bool host_up(const struct thosts *h, unsigned i, unsigned j)
+{
+    char out[4096];
+    for (uint64_t end = tl_now_ms() + 10000; tl_now_ms() < end;) {
+        const char *l = net_line(h, i, j, out, sizeof out);
+        if (l && strstr(l, " up,"))
+            return true;
+    }
+    return false;
+}
+
+/* A peer request kept by the other host times out; withdrawing it there
+ * is the first thing to find that host's vipd dead (the send fails), and
+ * takes the host down inside the request's end, which must not end (and
+ * free) that request a second time: the requester's vipd lives on and
+ * answers. The order is made, not waited for: the keeper's vipd stops,
+ * with the requester's heartbeats (every 200 ms) left unread in its
+ * socket; the requester's vipd stops; the keeper's is killed, so its
+ * socket answers with a reset; the requester's vipd resumes after the
+ * timeout, and its loop runs the timers before it reads the socket. The
+ * host with the lower id sends its peer request (kd_remote.c), so that
+ * one requests. */
+static void test_peer_end_finds_host_dead(void)
+{
+    struct thosts h;
+    if (thosts_start(&h, 2, NULL) != 0) {
+        CU_FAIL("could not start two vipds");
+        return;
+    }
+    char out[4096], *was = getenv("VIPD_SOCKET"), *keep = was ? strdup(was) : NULL;
+    unsigned id[2] = {0, 0};
+    for (unsigned i = 0; i < 2; i++) {
+        const char *l = net_line(&h, 0, i, out, sizeof out);
+        CU_ASSERT(l && sscanf(l, "host %*s %x", &id[i]) == 1);
+    }
+    unsigned rq = id[0] < id[1] ? 0 : 1, kp = 1 - rq;
+    struct pside s = {&h, rq, kp, "", "", VIP_SERVICE_RELIABLE_DELIVERY, true, false, false, 2500};
+    tl_discrim(s.mine, "ea");
+    tl_discrim(s.theirs, "eb");
+    struct tl_child c;
+    /* The child's library must wait out its vipd's stop, not give up. */
+    setenv("VIPD_PING_MS", "20000", 1);
+    int sp = tl_spawn(&c, lonely_child, &s);
+    unsetenv("VIPD_PING_MS");
+    if (sp != 0) {
+        CU_FAIL("fork");
+        free(keep);
+        thosts_stop(&h);
+        return;
+    }
+    CU_ASSERT_EQUAL(tl_parent_take(&c, 20000), 'r');
+    CU_ASSERT(host_up(&h, rq, kp)); /* the request went to the keeper */
+    pid_t a = h.v[rq].pid, b = h.v[kp].pid;
+    kill(b, SIGSTOP);
+    bool unread = false;
+    for (uint64_t end = tl_now_ms() + 10000; !unread && tl_now_ms() < end;)
+        unread = unread_toward(h.port[rq], h.port[kp]);
+    CU_ASSERT(unread);
+    kill(a, SIGSTOP);
+    kill(b, SIGKILL);
+    usleep(2500 * 1000); /* the request's timeout passes while its vipd is stopped */
+    kill(a, SIGCONT);
+    CU_ASSERT_EQUAL(tl_parent_take(&c, 20000), 't');
+    TCHILD_OK(&c, 20000);
+    CU_ASSERT(kill(a, 0) == 0);
+    CU_ASSERT(net_line(&h, rq, kp, out, sizeof out) != NULL); /* it answers */
+    if (keep)
+        setenv("VIPD_SOCKET", keep, 1);
+    free(keep);
+    thosts_stop(&h);
+}
+
 static const struct tl_test tests[] = {
     TL_TEST(test_peer_rdma_reliable_delivery),
     TL_TEST(test_peer_rdma_reliable_reception),
     TL_TEST(test_peer_timeout),
     TL_TEST(test_peer_process_leaves),
+    TL_TEST(test_peer_end_finds_host_dead),
     TL_END,
 };
 
