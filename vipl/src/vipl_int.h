@@ -283,7 +283,7 @@ static inline void vipl_deliver_error(struct vip_vi *vi)
         vipl_take_error(vi);
 }
 /* Map a VI id and incarnation of this NIC to its handle (NULL if gone). */
-struct vip_vi *vipl_vi_by_id(struct vip_nic *n, uint32_t id, uint16_t gen);
+VIP_VI_HANDLE vipl_vi_handle_by_id(struct vip_nic *n, uint32_t id, uint16_t gen);
 /* Poll ready() (which lends the NIC our CPU), then sleep on the session's
  * event page until it changes, until the deadline. ready() sets *held to a
  * paced effect's release time when what it waits for is held. A timeout

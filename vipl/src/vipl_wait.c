@@ -105,16 +105,17 @@ void vipl_take_error(struct vip_vi *vi)
         fn(ctx, &e);
 }
 
-struct vip_vi *vipl_vi_by_id(struct vip_nic *n, uint32_t id, uint16_t gen)
+VIP_VI_HANDLE vipl_vi_handle_by_id(struct vip_nic *n, uint32_t id, uint16_t gen)
 {
     if (id >= VIA_MAX_VI)
         return NULL;
+    /* The handle is read under the table's lock: once the lock is let go,
+     * VipDestroyVi on another thread may free the VI. */
     pthread_mutex_lock(&n->lock);
     struct vip_vi *vi = n->vis[id];
-    if (vi && vi->gen != gen)
-        vi = NULL;
+    VIP_VI_HANDLE h = vi && vi->gen == gen ? vi->handle : NULL;
     pthread_mutex_unlock(&n->lock);
-    return vi;
+    return h;
 }
 
 /* Can a Done find something? Looked at without the lock: the NIC
@@ -596,9 +597,9 @@ static bool cq_pop(struct vip_cq *cq, VIP_VI_HANDLE *vi, VIP_BOOLEAN *recv)
     uint16_t gen;
     bool r;
     while (nic_cq_pop(cq->hw, &id, &gen, &r)) {
-        struct vip_vi *v = vipl_vi_by_id(cq->nic, id, gen);
-        if (v) { /* an entry of a VI destroyed since is skipped */
-            *vi = v->handle;
+        VIP_VI_HANDLE h = vipl_vi_handle_by_id(cq->nic, id, gen);
+        if (h) { /* an entry of a VI destroyed since is skipped */
+            *vi = h;
             *recv = r ? VIP_TRUE : VIP_FALSE;
             return true;
         }
