@@ -8,6 +8,7 @@
  * The fixture (one in-memory NIC, two VIs on one channel) is tests/lib/tfw.c.
  */
 #include <signal.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -641,6 +642,16 @@ static void test_live_exited_needs_proof(void)
         _exit(0);
     }
     int fd = (int)syscall(SYS_pidfd_open, kid, 0);
+    if (fd < 0 && errno == ENOSYS) {
+        /* a kernel (or valgrind) without pidfds: vipd hands none over,
+         * and nothing here can be checked */
+        fprintf(stderr, "\n  pidfd_open: not here (ENOSYS): nothing to check\n");
+        kill(kid, SIGKILL);
+        waitpid(kid, NULL, 0);
+        return;
+    }
+    if (fd < 0)
+        kill(kid, SIGKILL);
     CU_ASSERT_FATAL(fd >= 0);
     CU_ASSERT(!hal_pidfd_exited(fd)); /* alive */
     kill(kid, SIGKILL);
