@@ -88,7 +88,7 @@ static enum fw_thread_state st_run(struct fw_loop *lp)
      * library (polling memory, computing): we keep running while it does. */
     if (fw_vclock_on()) {
         lp->held = 0;
-        int o = fw_vclock_outside(nic);
+        int o = fw_vclock_outside(nic, fw_progress);
         if (o == 2) {
             bool d2 = false;
             (void)fw_progress(nic, &d2, NULL);

@@ -50,13 +50,17 @@ static inline uint64_t fw_vclock_now(void)
 struct fw_vi;
 void fw_vclock_connected(struct fw_vi *vi);
 
+/* One pass of the NIC over its VIs (fw_progress): the clock runs it
+ * without calling up into the NIC's files. */
+typedef uint64_t fw_progress_fn(struct fw_nic *nic, bool *did, bool *left);
 /* The NIC's thread, while every thread of the program is outside the
  * library (computing, or polling memory): move the clock by the CPU time
- * they used since, up to the next held effect and the horizon. 2: an
- * effect is due (run the NIC, then fw_vclock_released); 1: it moved; -1:
- * it moved as far as a peer's promise allows, the program computes on
- * (look again soon); 0: nothing to do. */
-int fw_vclock_outside(struct fw_nic *nic);
+ * they used since, up to the next held effect and the horizon, with a
+ * pass of progress between the horizon and the next event. 2: an effect
+ * is due (run the NIC, then fw_vclock_released); 1: it moved; -1: it
+ * moved as far as a peer's promise allows, the program computes on (look
+ * again soon); 0: nothing to do. */
+int fw_vclock_outside(struct fw_nic *nic, fw_progress_fn *progress);
 /* The NIC's thread made due effects visible: each thread outside notes
  * its CPU clock now (a poll loop that comes back at once was polling for
  * them: what it spun since they were due is not charged). */

@@ -560,7 +560,7 @@ static int due(const uint64_t *cpu)
     return 2;
 }
 
-int fw_vclock_outside(struct fw_nic *nic)
+int fw_vclock_outside(struct fw_nic *nic, fw_progress_fn *progress)
 {
     if (!nic_virtual_time || atomic_load_explicit(&vt_inside, memory_order_acquire))
         return 0;
@@ -588,7 +588,7 @@ int fw_vclock_outside(struct fw_nic *nic)
     if (look)
         tl_held_back = 0;
     bool did = false;
-    uint64_t held = fw_progress(nic, &did, NULL);
+    uint64_t held = progress(nic, &did, NULL);
     uint64_t now = fw_vclock_now(), next = nic_vt_next_event(nic, held);
     if (next <= now)
         return due(cpu); /* the NIC's next turn releases it */
