@@ -16,9 +16,6 @@
 
 #include "fw.h"
 
-/* A T6 helper's answer when the message must wait (fw_tx.c's states). */
-#define FW_TX_BLOCKED FW_TX_NSTATES
-
 /* ---- the receive checks (fw_rx_check.c) ---------------------------------- */
 
 /* VIA_RXC_OK, or the first check the header fails. */

@@ -46,6 +46,9 @@ enum fw_tx_state {
     FW_TX_NSTATES
 };
 extern const char *const fw_tx_state_name[FW_TX_NSTATES];
+/* What a state's helper returns when the message must wait (fw_tx.c, and
+ * the completer's fw_comp_wait), instead of the next state. */
+#define FW_TX_BLOCKED FW_TX_NSTATES
 
 /* ---- receive pipeline state (per VI, across fragments) ------------------ */
 enum fw_rx_state {
