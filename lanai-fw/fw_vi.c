@@ -70,6 +70,13 @@ void fw_link_check(struct fw_vi *vi)
         vi->err_orderly = true;
 }
 
+/* No error on the VI: as made, and as each connection begins. */
+static void vi_error_clear(struct fw_vi *vi)
+{
+    vi->err_reported = vi->err_told = vi->in_error = vi->err_orderly = false;
+    atomic_store(&vi->err_pending, false);
+}
+
 void fw_vi_init(struct fw_vi *vi, struct fw_nic *nic, uint32_t vi_id, struct via_vi_page *db)
 {
     vi->nic = nic;
@@ -81,9 +88,9 @@ void fw_vi_init(struct fw_vi *vi, struct fw_nic *nic, uint32_t vi_id, struct via
     vi->resp.state = FW_RX_IDLE;
     vi->req.sq.head = vi->req.sq.tail = 0;
     vi->resp.rq.head = vi->resp.rq.tail = 0;
-    vi->req.seq = vi->resp.seq = vi->comp.acked = 0;
-    vi->err_reported = vi->err_told = vi->in_error = vi->err_orderly = false;
-    atomic_store(&vi->err_pending, false);
+    vi->req.seq = vi->resp.seq = 0;
+    vi->comp = (struct fw_comp){0};
+    vi_error_clear(vi);
     /* The doorbell rings may hold tokens from nobody: start where they are. */
     atomic_store(&db->sq.cons, atomic_load(&db->sq.prod));
     atomic_store(&db->rq.cons, atomic_load(&db->rq.prod));
@@ -118,17 +125,16 @@ bool fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t p
     vi->side = side;
     vi->peer_vi = peer_vi;
     vi->peer_ev = peer_ev;
-    vi->req.seq = vi->resp.seq = vi->comp.acked = vi->resp.ack_owed = vi->resp.nak_owed = 0;
-    vi->comp.nak = vi->wake_peer = false;
+    vi->comp = (struct fw_comp){0}; /* the peer has answered nothing yet */
+    vi->req.seq = vi->resp.seq = vi->resp.ack_owed = vi->resp.nak_owed = 0;
+    vi->wake_peer = false;
     vi->cma = vi->req.msg.rdv = false; /* fw_cma_connect decides */
     vi->resp.pkts = 0;
     vi->resp.rd.active = false;
-    vi->comp.nak_why = 0;
     vi->resp.sched_for = 0;
     vi->req.state = FW_TX_IDLE;
     vi->resp.state = FW_RX_IDLE;
-    vi->err_reported = vi->err_told = vi->in_error = vi->err_orderly = false;
-    atomic_store(&vi->err_pending, false);
+    vi_error_clear(vi);
     fw_vclock_connected(vi);
     atomic_store(&vi->db->state, VIA_VI_CONNECTED);
     return true;
