@@ -17,8 +17,7 @@
 
 /* RDMA_READ_RESP: the read in flight gets its bytes, in order; the last
  * fragment is the read's answer (T6 in fw_tx.c completes the descriptor). */
-void fw_comp_read_resp(struct fw_vi *vi, const struct via_wire_hdr *h,
-                              const uint8_t *payload)
+void fw_comp_read_resp(struct fw_vi *vi, const struct via_wire_hdr *h, const uint8_t *payload)
 {
     fw_xdata_copy(&vi->req.txd, h->frag_off, (uint8_t *)(uintptr_t)payload, h->frag_len,
                   HAL_DMA_TO_HOST);
@@ -43,6 +42,7 @@ void fw_comp_nak(struct fw_vi *vi, const struct via_wire_hdr *h, const uint8_t *
     vi->comp.nak = true;
     vi->comp.nak_why = h->imm;
 }
+
 /* The peer refused the message (NAK): the descriptor's status and the
  * VI's error. */
 static void comp_refused(struct fw_vi *vi)
@@ -50,12 +50,10 @@ static void comp_refused(struct fw_vi *vi)
     bool prot = vi->comp.nak_why == VIA_NAK_PROTECTION;
     uint32_t status = prot ? VIP_STATUS_RDMA_PROT_ERROR : VIP_STATUS_TRANSPORT_ERROR;
     uint32_t code = !prot ? VIP_ERROR_CONN_LOST
-                          : vi->req.txd.op == VIP_CONTROL_OP_RDMAREAD ? VIP_ERROR_RDMAR_PROT
-                                                                  : VIP_ERROR_RDMAW_PROT;
+                    : vi->req.txd.op == VIP_CONTROL_OP_RDMAREAD ? VIP_ERROR_RDMAR_PROT
+                                                                : VIP_ERROR_RDMAW_PROT;
     uint64_t va = vi->req.txd.va;
-    fw_updt(vi, &vi->req.txd, false, status, 0);
-    vi->req.sq.head++;
-    vi->req.state = FW_TX_IDLE;
+    fw_req_fail(vi, status);
     fw_vi_error(vi, code, prot ? va : 0);
 }
 
@@ -76,9 +74,7 @@ int fw_comp_wait(struct fw_vi *vi)
         return FW_TX_IDLE;
     }
     if (atomic_load(&vi->chan->state) != VIA_CHAN_OPEN && !vi->link.ops->pending(&vi->link)) {
-        fw_updt(vi, &vi->req.txd, false, VIP_STATUS_TRANSPORT_ERROR, 0);
-        vi->req.sq.head++;
-        vi->req.state = FW_TX_IDLE;
+        fw_req_fail(vi, VIP_STATUS_TRANSPORT_ERROR);
         fw_link_check(vi);
         return FW_TX_IDLE;
     }

@@ -170,8 +170,7 @@ static enum fw_rx_state resp_first(struct fw_vi *vi, const struct via_wire_hdr *
 
 /* R5 XData for one fragment, R6 Updt after the last. */
 static enum fw_rx_state resp_xdata(struct fw_vi *vi, const struct via_wire_hdr *h,
-                                 const uint8_t *payload)
-{
+                                   const uint8_t *payload) {
     if (h->frag_off != vi->resp.got) {
         fw_rx_broken(vi, "a fragment out of order", NULL);
         return FW_RX_IDLE;
@@ -269,8 +268,7 @@ void fw_resp_send_rts(struct fw_vi *vi, const struct via_wire_hdr *h, const uint
 /* The responder's check of an RDMA write's whole target range, before a
  * byte is written: false when nothing is to be written. */
 static bool resp_write_target_ok(struct fw_vi *vi, const struct via_wire_hdr *h, uint64_t addr,
-                               uint32_t len)
-{
+                                 uint32_t len) {
     uint32_t prot = vi->rdma_write ? fw_tpt_check_rdma(vi, h->rkey, addr, len, VIA_TPT_RDMA_WRITE)
                                    : VIP_STATUS_PROTECTION_ERROR;
     if (prot) {
@@ -319,9 +317,7 @@ static void resp_write_placed(struct fw_vi *vi, const struct via_wire_hdr *h)
  * a deregistration waits for: nic_mem_fence). With immediate data the last
  * fragment also completes a receive descriptor (no data goes into its
  * segments). */
-void fw_resp_write(struct fw_vi *vi, const struct via_wire_hdr *h,
-                          const uint8_t *payload)
-{
+void fw_resp_write(struct fw_vi *vi, const struct via_wire_hdr *h, const uint8_t *payload) {
     bool first = h->flags & VIA_PKT_FIRST, last = h->flags & VIA_PKT_LAST;
     if (!first && (h->rkey != vi->resp.wr.rkey || h->raddr != vi->resp.wr.raddr ||
                    h->msg_len != vi->resp.wr.len || h->frag_off != vi->resp.got)) {
@@ -383,9 +379,7 @@ void fw_resp_write_rts(struct fw_vi *vi, const struct via_wire_hdr *h, const uin
 
 /* RDMA_READ_REQ: check the whole source range, then answer with its bytes
  * (fw_resp_respond); a violation is NAKed and breaks both VIs. */
-void fw_resp_read_req(struct fw_vi *vi, const struct via_wire_hdr *h,
-                             const uint8_t *payload)
-{
+void fw_resp_read_req(struct fw_vi *vi, const struct via_wire_hdr *h, const uint8_t *payload) {
     (void)payload;
     vi->resp.seq = h->msg_seq;
     FW_TRACE(vi->nic, VIA_ST_R3_RECEIVE, vi->vi_id, h->msg_seq, 0);

@@ -123,9 +123,7 @@ static int tx_xdes(struct fw_vi *vi)
     }
     FW_TRACE(vi->nic, VIA_ST_T3_XDES, vi->vi_id, vi->req.seq + 1, vi->req.txd.total);
     if (vi->req.txd.status) {
-        fw_updt(vi, &vi->req.txd, false, vi->req.txd.status, 0);
-        vi->req.sq.head++;
-        vi->req.state = FW_TX_IDLE; /* completed: the flush must not complete it again */
+        fw_req_fail(vi, vi->req.txd.status); /* idle: the flush must not complete it again */
         fw_vi_error(vi, VIP_ERROR_POST_DESC, vi->req.txd.va);
         return FW_TX_IDLE;
     }

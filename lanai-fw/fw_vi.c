@@ -143,9 +143,7 @@ bool fw_vi_connect(struct fw_vi *vi, struct via_chan *chan, int side, uint32_t p
 void fw_link_failed(struct fw_vi *vi)
 {
     if (vi->req.state != FW_TX_IDLE) {
-        fw_updt(vi, &vi->req.txd, false, VIP_STATUS_TRANSPORT_ERROR, 0);
-        vi->req.sq.head++;
-        vi->req.state = FW_TX_IDLE;
+        fw_req_fail(vi, VIP_STATUS_TRANSPORT_ERROR);
     }
     uint32_t open = VIA_CHAN_OPEN;
     atomic_compare_exchange_strong(&vi->chan->state, &open, VIA_CHAN_BROKEN);

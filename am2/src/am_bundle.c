@@ -46,7 +46,8 @@ static int env_flag(const char *name, bool *out)
 
 /* VIPL's asynchronous errors (a peer's connection lost, mostly) are
  * AM's to handle: the VI's receives complete in error and the peer is
- * marked broken (am_conn.c). Say them only when asked. */
+ * marked broken (am_peer.c, from am_poll.c's receive). Say them only
+ * when asked. */
 static void vi_error(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e)
 {
     (void)ctx;

@@ -221,19 +221,16 @@ void am_accept_pending(struct am2_ep *ep)
     }
 }
 
-int am_peer_connect_start(struct am_peer *p)
+int am_peer_ask(struct am_peer *p)
 {
+    /* Looked at every turn: the poll between turns may have accepted the
+     * peer's own request, or found the peer broken. */
     if (p->state == PEER_CONNECTED)
         return AM_OK;
     if (p->state == PEER_BROKEN)
         return EBADENDPOINT;
     if (peer_make_vi(p) != AM_OK)
         return EUNREACHABLE;
-    return AM_CONN_AGAIN;
-}
-
-int am_peer_ask(struct am_peer *p)
-{
     struct am2_ep *ep = p->ep;
     struct {
         VIP_NET_ADDRESS a;

@@ -74,7 +74,7 @@ int AM_AllocateEndpoint(eb_t eb, ep_t *endp, en_t *name)
     return AM_OK;
 }
 
-void am_ep_destroy(struct am2_ep *ep)
+static void am_ep_destroy(struct am2_ep *ep)
 {
     am_listen_stop(ep); /* no new peers from here on */
     /* Disconnecting flushes what is still queued: let the NIC send it. */

@@ -84,7 +84,7 @@ struct am_wire {
 /* seg_gen of a long message the destination placed itself (shared memory) */
 #define AM_GEN_PLACED 0xFFFFFFFFu
 
-/* ---- peers: one VI to one remote endpoint ------------------------------------------------ */
+/* ---- peers: one remote endpoint (shared memory or a VI) ------------------------------------------------ */
 
 enum am_peer_state { PEER_IDLE, PEER_CONNECTED, PEER_BROKEN, PEER_NSTATES };
 extern const char *const am_peer_state_name[PEER_NSTATES];
@@ -304,12 +304,10 @@ void am_listen_stop(struct am2_ep *ep);
 bool am_listen_take(struct am2_ep *ep, VIP_CONN_HANDLE *conn, VIP_NET_ADDRESS *ra, size_t cap);
 
 /* am_conn.c */
-/* Connecting: start (AM_OK: connected already; EBADENDPOINT, EUNREACHABLE:
- * it cannot be), then turns (am_peer_ask: one request, then accepting
- * what is pending; AM_OK once connected, EUNREACHABLE) while they answer
- * AM_CONN_AGAIN, polling between them. */
+/* Connecting, one turn: AM_OK once connected; EBADENDPOINT, EUNREACHABLE
+ * when it cannot be; else one request, then accepting what is pending,
+ * and AM_CONN_AGAIN: the caller polls and asks again. */
 #define AM_CONN_AGAIN (-1)
-int am_peer_connect_start(struct am_peer *p);
 int am_peer_ask(struct am_peer *p);
 void am_accept_pending(struct am2_ep *ep);
 void am_peer_destroy(struct am_peer *p);
@@ -343,8 +341,5 @@ bool am_cq_stale(struct am_peer *p); /* a CQ entry of a receive taken already: s
 
 /* am_send.c */
 int am_send_seg(struct am2_ep *ep);
-
-/* am_endpoint.c */
-void am_ep_destroy(struct am2_ep *ep);
 
 #endif

@@ -67,11 +67,8 @@ static void count_sent(struct am2_ep *ep, const struct am_wire *w)
  * what comes meanwhile (the peer asking us, say) is handled. */
 static int connect_peer(struct am_peer *p, uint64_t deadline)
 {
-    int st = am_peer_connect_start(p);
-    while (st == AM_CONN_AGAIN) {
-        st = am_peer_ask(p);
-        if (st != AM_CONN_AGAIN)
-            break;
+    int st;
+    while ((st = am_peer_ask(p)) == AM_CONN_AGAIN) {
         am_poll_bundle(p->ep->eb, 16);
         if (am_now_ms() >= deadline)
             return EUNREACHABLE;

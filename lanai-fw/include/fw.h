@@ -434,6 +434,14 @@ uint32_t fw_tpt_check_rdma(const struct fw_vi *vi, uint32_t handle, uint64_t va,
 /* T6/R6 Updt: write Length/Status (and ImmediateData), post to the CQ. */
 void fw_updt(struct fw_vi *vi, const struct fw_xdes *d, bool recv, uint32_t status,
              uint32_t length);
+/* The message in flight fails with status (no bytes sent): T6 for it,
+ * and the send queue moves on. */
+static inline void fw_req_fail(struct fw_vi *vi, uint32_t status)
+{
+    fw_updt(vi, &vi->req.txd, false, status, 0);
+    vi->req.sq.head++;
+    vi->req.state = FW_TX_IDLE;
+}
 /* Complete every queued descriptor of both queues with DESC_FLUSHED. */
 void fw_flush(struct fw_vi *vi);
 /* Error rules of the VI's reliability level (VIA 1.0 section 2.6). */
