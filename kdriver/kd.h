@@ -203,9 +203,6 @@ struct kd_conn {
      * came. */
     struct kd_host *host;
     kd_conn_far_fn *far;
-    /* kd_conn_request_end is under way: what it tells the other host may
-     * fail and take that host down, which must not end this one again. */
-    bool ending;
     uint32_t wire_id;
     int udp_fd;
     bool remote_req;
@@ -270,6 +267,10 @@ struct kd_host {
     enum kd_host_state state;
     struct kd_hostlink link[2]; /* [0] we connected, [1] it connected */
     uint64_t last_heard, last_sent;
+    /* A send to it failed: it goes down at the loop's next host turn
+     * (kd_host_tick), not inside the caller, who may be holding one of
+     * the connections that going down ends. */
+    const char *down_why;
 };
 
 struct kd_ptag {

@@ -127,7 +127,6 @@ void kd_conn_request_end(struct kd_conn *cn, enum kd_conn_state st, int32_t stat
                          const char *msg)
 {
     enum kd_conn_state was = cn->state;
-    cn->ending = true;
     kd_conn_set_state(cn, st);
     /* VI state first: the requester may look at it as soon as it has the reply. */
     struct kd_vi *vi = cn->req_vi;

@@ -290,7 +290,7 @@ bool kd_host_send(struct kd_host *h, uint16_t type, const void *body, uint32_t l
     if (!l)
         return false;
     if (!link_send(l, type, body, len)) {
-        kd_host_down(h, "cannot send to it");
+        h->down_why = "cannot send to it";
         return false;
     }
     h->last_sent = kd_now_ns();
@@ -299,6 +299,7 @@ bool kd_host_send(struct kd_host *h, uint16_t type, const void *body, uint32_t l
 
 void kd_host_down(struct kd_host *h, const char *why)
 {
+    h->down_why = NULL;
     link_close(&h->link[0]);
     link_close(&h->link[1]);
     if (h->state == KD_HOST_DOWN)
@@ -577,6 +578,8 @@ uint64_t kd_host_next_deadline(void)
             earliest(&d, strangers[s].since_ns + kd.host_timeout_ns);
     for (unsigned i = 0; i < kd.nnethosts; i++) {
         struct kd_host *h = &kd.nethost[i];
+        if (h->down_why)
+            earliest(&d, 1); /* at once */
         if (h->link[0].fd >= 0 && h->link[0].auth != KD_LINK_AUTHED)
             earliest(&d, h->link[0].since_ns + kd.host_timeout_ns);
         if (h->state != KD_HOST_UP || !up->busy(h))
@@ -603,6 +606,10 @@ void kd_host_tick(uint64_t now)
         }
     for (unsigned i = 0; i < kd.nnethosts; i++) {
         struct kd_host *h = &kd.nethost[i];
+        if (h->down_why) {
+            kd_host_down(h, h->down_why);
+            continue;
+        }
         if (h->link[0].fd >= 0 && h->link[0].auth != KD_LINK_AUTHED &&
             now - h->link[0].since_ns >= kd.host_timeout_ns) {
             kd_host_down(h, "it did not answer our handshake in time (is its vipd using the "

@@ -508,13 +508,9 @@ static void far_end(struct kd_conn *cn, enum kd_conn_state was, int32_t status, 
         kd_peer_failed(cn->req_vi, status, msg);
 }
 
-/* Our VI of cn breaks (or closes) because the other side's did. A request
- * that is ending here already (its CONN_END failed to go out and took the
- * host down) is that end's to free. */
+/* Our VI of cn breaks (or closes) because the other side's did. */
 static void end_local(struct kd_conn *cn, bool broken)
 {
-    if (cn->ending)
-        return;
     if (cn->state != KD_CONN_ACCEPTED) {
         if (cn->remote_req)
             kd_conn_request_end(cn, KD_CONN_REJECTED, -1, NULL);
