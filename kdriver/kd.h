@@ -56,6 +56,14 @@ void kd_log(enum kd_level lv, const char *fmt, ...) __attribute__((format(printf
 #define kd_info(...) kd_log(KD_INFO, __VA_ARGS__)
 #define kd_debug(...) kd_log(KD_DEBUG, __VA_ARGS__)
 uint64_t kd_now_ns(void);
+/* A request's deadline from its VIPL timeout in ms: 0 (none) for
+ * VIP_INFINITE, else a time that is never 0. */
+static inline uint64_t kd_deadline_of(uint32_t timeout_ms)
+{
+    if (timeout_ms == 0xFFFFFFFFu)
+        return 0;
+    return kd_now_ns() + (uint64_t)timeout_ms * 1000000ull + 1;
+}
 
 /* ---- the objects, which every file may touch ------------------------------------ */
 struct kd_session;

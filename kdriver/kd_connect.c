@@ -35,13 +35,6 @@
 
 #include "via_spec.h"
 
-static uint64_t deadline_of(uint32_t timeout_ms)
-{
-    if (timeout_ms == 0xFFFFFFFFu)
-        return 0;
-    return kd_now_ns() + (uint64_t)timeout_ms * 1000000ull + 1; /* never 0 */
-}
-
 static bool discrim_ok(const struct via_net_addr *a, const char *which, struct kd_reply *r)
 {
     if (a->discrim_len > VIA_MAX_DISCRIM) {
@@ -128,7 +121,7 @@ void kd_op_conn_wait(struct kd_client *c, uint64_t cookie, const void *body,
         kd_fail(r, VIP_TIMEOUT, "no connection request is pending for this discriminator");
         return;
     }
-    if (!kd_listener_add(c, cookie, deadline_of(q->timeout_ms), &q->local)) {
+    if (!kd_listener_add(c, cookie, kd_deadline_of(q->timeout_ms), &q->local)) {
         kd_fail(r, VIP_ERROR_RESOURCE, "vipd is out of memory");
         return;
     }
@@ -170,7 +163,7 @@ void kd_op_conn_request(struct kd_client *c, uint64_t cookie, const void *body,
     cn->req_vi = vi;
     cn->req_client = c;
     cn->req_cookie = cookie;
-    cn->deadline_ns = deadline_of(q->timeout_ms);
+    cn->deadline_ns = kd_deadline_of(q->timeout_ms);
     cn->dst_nic = (unsigned)nic;
     cn->dlen = q->remote.discrim_len;
     memcpy(cn->discrim, q->remote.discrim, cn->dlen);

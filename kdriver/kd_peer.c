@@ -194,13 +194,6 @@ static bool connect_pair(struct kd_peer *m, struct kd_peer *p, struct kd_reply *
     return true;
 }
 
-static uint64_t deadline_of(uint32_t timeout_ms)
-{
-    if (timeout_ms == 0xFFFFFFFFu)
-        return 0;
-    return kd_now_ns() + (uint64_t)timeout_ms * 1000000ull + 1; /* never 0 */
-}
-
 /* ---- new requests, PEER_DONE / PEER_WAIT ------------------------------------------ */
 
 bool kd_peer_request(struct kd_vi *vi, int nic, struct kd_host *h,
@@ -231,7 +224,7 @@ bool kd_peer_request(struct kd_vi *vi, int nic, struct kd_host *h,
     memcpy(p->local_discrim, q->local.discrim, p->local_dlen);
     p->remote_dlen = q->remote.discrim_len;
     memcpy(p->remote_discrim, q->remote.discrim, p->remote_dlen);
-    p->deadline_ns = deadline_of(q->timeout_ms);
+    p->deadline_ns = kd_deadline_of(q->timeout_ms);
     if (m && !connect_pair(m, p, r)) {
         free(p);
         return false;

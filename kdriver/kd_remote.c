@@ -151,9 +151,7 @@ void kd_remote_request(struct kd_client *c, uint64_t cookie, struct kd_vi *vi,
         return;
     cn->req_client = c;
     cn->req_cookie = cookie;
-    cn->deadline_ns = q->timeout_ms == 0xFFFFFFFFu
-                          ? 0
-                          : kd_now_ns() + (uint64_t)q->timeout_ms * 1000000ull + 1;
+    cn->deadline_ns = kd_deadline_of(q->timeout_ms);
     r->deferred = true;
     kd_debug("session %u: VI %u requests a connection to %s via%u (connection %u)",
              c->sess->id, vi->id, h->name, cn->dst_nic, cn->id);
