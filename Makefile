@@ -94,10 +94,10 @@ AMUDP_PROGS:= $(patsubst tests/amudp/%.c,$(B)/tests/amudp/%,$(wildcard tests/amu
 
 # Tests and benchmarks that call library internals (fw_*, vipl_*, ...), which
 # libvipl.so does not export: they link libvipl.a instead.
-INTERNAL_TESTS  := test_vclock test_cma test_fw_link test_fw_ofi test_fw_pipeline test_fw_errors test_fw_rdma test_fw_hostile test_model test_fw_cq test_ext test_hostile_pages test_hostile_local
+INTERNAL_TESTS  := test_vclock test_fw_lock test_cma test_fw_link test_fw_ofi test_fw_pipeline test_fw_errors test_fw_rdma test_fw_hostile test_model test_fw_cq test_ext test_hostile_pages test_hostile_local
 INTERNAL_BENCHES:= vip_model
 # The multi-threaded tests, which check-tsan runs (those that exist).
-TSAN_TESTS := test_threads test_progress test_multi test_fw_cq test_cq test_am2_vipl
+TSAN_TESTS := test_threads test_fw_lock test_progress test_multi test_fw_cq test_cq test_am2_vipl
 
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 

@@ -209,10 +209,16 @@ static_assert(sizeof(struct via_tpt_entry) == 32, "tpt entry");
  * A producer (a peer NIC that delivered a packet, vipd breaking a channel)
  * sets the VI's bit in arrived[], increments seq, and calls FUTEX_WAKE only
  * when sleepers != 0. So a busy receiver costs the producer no system call.
+ * The bits are level-triggered: a consumer clears one only when the VI has
+ * been idle a while, then looks at the VI once more.
  */
 struct via_event_page {
     _Alignas(64) _Atomic uint32_t seq;
     _Atomic uint32_t sleepers;
+    /* Set by the page's process when its waiters pay a membarrier across
+     * processes after announcing themselves: a producer registered for it
+     * then needs no fence of its own (lanai-fw/fw_updt.c). */
+    _Atomic uint32_t waiters_barrier;
     _Alignas(64) _Atomic uint64_t arrived[VIA_MAX_VI / 64]; /* by local VI id */
     uint8_t pad[VIA_PAGE_SIZE - 64 - 8 * (VIA_MAX_VI / 64)];
 };

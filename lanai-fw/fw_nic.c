@@ -37,6 +37,8 @@ struct fw_nic *nic_create(const struct nic_params *p)
     atomic_store(&nic->held_min, UINT64_MAX);
     pthread_mutex_init(&nic->lock, NULL);
     fw_asym_init();
+    if (nic->ev)
+        atomic_store(&nic->ev->waiters_barrier, fw_asym_global() ? 1u : 0u);
     return nic;
 }
 

@@ -11,9 +11,12 @@
  *                an answer the link had no room for;
  *   held         a paced effect held until its modelled time; visited
  *                only once real time reaches held_min.
- * A visitor takes a bit with an atomic exchange before it looks at the VI,
- * so work published after the exchange sets the bit again (fw_updt.c
- * states the ordering).
+ * A visitor takes a work or held bit with an atomic exchange before it
+ * looks at the VI, so work flagged after the exchange sets the bit again.
+ * An arrival bit is level-triggered: it stays set while the VI is busy, so
+ * a streaming peer finds it set and pays nothing for it, and is cleared
+ * only for a VI idle a while, with a barrier and one more look (clear_idle;
+ * fw_updt.c states the ordering).
  *
  * VIs are reference-counted: the table holds one reference and each
  * visitor one more while it runs the VI, so nic_vi_destroy on one thread
@@ -134,11 +137,22 @@ static bool vi_quiet(struct fw_vi *vi)
            atomic_load_explicit(&chan->state, memory_order_relaxed) == VIA_CHAN_OPEN;
 }
 
-static uint64_t visit(struct fw_nic *nic, unsigned id, bool *did, bool *left)
+/* An arrival bit stays set while its VI is busy (level-triggered: a
+ * producer that finds it set does nothing more) and is cleared once the VI
+ * has been idle this long. */
+#define FW_BIT_IDLE_NS 1000000u
+
+/* Visit one VI (run its stages). *idle: it is gone, or this visit moved
+ * nothing and none has for FW_BIT_IDLE_NS. */
+static uint64_t visit(struct fw_nic *nic, unsigned id, bool *did, bool *left, uint64_t now,
+                      bool *idle)
 {
+    *idle = false;
     struct fw_vi *vi = fw_vi_get(nic, id);
-    if (!vi)
+    if (!vi) {
+        *idle = true;
         return 0;
+    }
     if (left) {
         /* The NIC's thread leaves alone a VI a host thread polls (it is
          * looked after), and never waits for one that is in it: it looks
@@ -156,6 +170,7 @@ static uint64_t visit(struct fw_nic *nic, unsigned id, bool *did, bool *left)
              * its descriptors to pollers: AM-2 across hosts lost peers). */
             if (polled || atomic_load_explicit(&vi->host_in, memory_order_relaxed))
                 *left = true;
+            atomic_store_explicit(&vi->busy_ns, now, memory_order_relaxed);
             fw_vi_put(vi);
             return 0;
         }
@@ -164,8 +179,12 @@ static uint64_t visit(struct fw_nic *nic, unsigned id, bool *did, bool *left)
     }
     uint64_t before = vi_sig(vi);
     fw_vi_run(vi, true);
-    if (vi_sig(vi) != before)
+    if (vi_sig(vi) != before) {
         *did = true;
+        atomic_store_explicit(&vi->busy_ns, now, memory_order_relaxed);
+    } else {
+        *idle = now - atomic_load_explicit(&vi->busy_ns, memory_order_relaxed) >= FW_BIT_IDLE_NS;
+    }
     uint64_t held = vi->held;
     fw_unlock(&vi->lock);
     fw_vi_put(vi);
@@ -175,6 +194,37 @@ static uint64_t visit(struct fw_nic *nic, unsigned id, bool *did, bool *left)
 static inline uint64_t take(_Atomic uint64_t *w)
 {
     return atomic_load_explicit(w, memory_order_relaxed) ? atomic_exchange(w, 0) : 0;
+}
+
+static inline void held_min_of(uint64_t *held_min, uint64_t h)
+{
+    if (h && (!*held_min || h < *held_min))
+        *held_min = h;
+}
+
+/* Clear the arrival bits of idle VIs: a producer that saw a bit set before
+ * the clear may have a packet not yet visible to us (it skipped the fence,
+ * fw_updt.c), so after the barrier each VI is looked at once more; one
+ * with something to do gets its bit back. */
+static uint64_t clear_idle(struct fw_nic *nic, unsigned w, uint64_t quiet, bool *did, bool *left,
+                           uint64_t now)
+{
+    _Atomic uint64_t *word = &nic->ev->arrived[w];
+    uint64_t held_min = 0;
+    atomic_fetch_and(word, ~quiet);
+    fw_bits_barrier();
+    while (quiet) {
+        unsigned b = (unsigned)__builtin_ctzll(quiet);
+        quiet &= quiet - 1;
+        bool idle, moved = false;
+        uint64_t h = visit(nic, w * 64 + b, &moved, left, now, &idle);
+        if (moved)
+            *did = true;
+        if (!idle)
+            atomic_fetch_or(word, 1ull << b);
+        held_min_of(&held_min, h);
+    }
+    return held_min;
 }
 
 /* Every connected VI gets a visit this often, whatever the arrival bits
@@ -198,18 +248,22 @@ uint64_t fw_progress(struct fw_nic *nic, bool *did, bool *left)
         atomic_store_explicit(&nic->held_min, UINT64_MAX, memory_order_relaxed);
     bool sweep = sweep_due(nic, now);
     for (unsigned w = 0; w < VIA_MAX_VI / 64; w++) {
-        uint64_t bits = take(&nic->ev->arrived[w]) | take(&nic->work[w]);
+        uint64_t arrived = atomic_load_explicit(&nic->ev->arrived[w], memory_order_relaxed);
+        uint64_t bits = arrived | take(&nic->work[w]), quiet = 0;
         if (held_due)
             bits |= take(&nic->held[w]);
         if (sweep)
             bits |= atomic_load_explicit(&nic->linked[w], memory_order_relaxed);
         while (bits) {
-            unsigned id = w * 64 + (unsigned)__builtin_ctzll(bits);
+            unsigned b = (unsigned)__builtin_ctzll(bits);
             bits &= bits - 1;
-            uint64_t h = visit(nic, id, did, left);
-            if (h && (!held_min || h < held_min))
-                held_min = h;
+            bool idle;
+            held_min_of(&held_min, visit(nic, w * 64 + b, did, left, now, &idle));
+            if (idle)
+                quiet |= arrived & (1ull << b);
         }
+        if (quiet)
+            held_min_of(&held_min, clear_idle(nic, w, quiet, did, left, now));
     }
     uint64_t pending = atomic_load_explicit(&nic->held_min, memory_order_relaxed);
     if (pending != UINT64_MAX && (!held_min || pending < held_min))

@@ -53,13 +53,17 @@ static void futex_wait_ns(_Atomic uint32_t *w, uint32_t val, uint64_t ns)
     syscall(SYS_futex, w, FUTEX_WAIT, val, ns == UINT64_MAX ? NULL : &ts, NULL, 0);
 }
 
-static bool work_flagged(const struct fw_nic *nic)
+/* (b) of the wake-up protocol: anything to do? Our own work bits, and one
+ * pass over the VIs (an arrival bit stays set while its VI is only idle,
+ * so a set bit is not work: fw_progress.c). */
+static bool work_found(struct fw_nic *nic)
 {
     for (unsigned w = 0; w < VIA_MAX_VI / 64; w++)
-        if (atomic_load_explicit(&nic->ev->arrived[w], memory_order_relaxed) ||
-            atomic_load_explicit(&nic->work[w], memory_order_relaxed))
+        if (atomic_load_explicit(&nic->work[w], memory_order_relaxed))
             return true;
-    return false;
+    bool did = false;
+    (void)fw_progress(nic, &did, NULL);
+    return did;
 }
 
 struct fw_loop {
@@ -168,7 +172,7 @@ static enum fw_thread_state sleep_announced(struct fw_loop *lp, bool deep)
     atomic_fetch_add(&ev->sleepers, 1); /* (a) */
     fw_net_will_sleep(nic);
     fw_sleep_fence();
-    if (!atomic_load(&nic->stop) && !work_flagged(nic)) { /* (b) */
+    if (!atomic_load(&nic->stop) && !work_found(nic)) { /* (b) */
         uint64_t ns = UINT64_MAX, now = hal_now_ns();
         if (lp->held)
             ns = lp->held > now ? lp->held - now : 0;

@@ -44,25 +44,42 @@
  * shared between the cores; RMWs there would bounce them per message.
  */
 /*
- * The asymmetric form of (2) for wakes owed only to our own process (a
- * completion of ours, no packet for the peer): waiters of our event page
- * are threads of this process (a host in a wait, the NIC's thread), so
- * instead of every completion paying a full fence, a waiter about to sleep
- * pays membarrier(PRIVATE_EXPEDITED) after (a): it makes every running
- * thread of the process execute a full barrier, so either the producer's
- * status store came before that barrier (and (b) sees it) or its load of
- * sleepers comes after it (and sees the waiter). Registered once per
- * process (again in a child after fork: registration is not inherited);
- * where the kernel has no membarrier every side keeps the full fence.
+ * The asymmetric form of (2). Instead of every producer paying a full
+ * fence per turn, a waiter about to sleep pays a membarrier after (a): it
+ * makes every running thread of the processes it covers execute a full
+ * barrier, so either the producer's publish came before that barrier (and
+ * (b) sees it) or its load of sleepers comes after it (and sees the
+ * waiter).
+ *   - wakes owed to our own process (a completion of ours): its waiters
+ *     are threads of this process, and MEMBARRIER_CMD_PRIVATE_EXPEDITED
+ *     covers them;
+ *   - wakes owed to a peer (a packet published): the peer's waiters pay
+ *     MEMBARRIER_CMD_GLOBAL_EXPEDITED, which reaches every process that
+ *     registered for it, ours included. The peer says so on its event
+ *     page (waiters_barrier), and we skip (2) for it only if we are
+ *     registered ourselves. The arrival bits are then level-triggered:
+ *     a consumer clears one only with a barrier after it and a look at
+ *     the VI again (fw_progress.c), so a bit a producer saw set cannot be
+ *     cleared behind a packet it has not yet made visible.
+ * Registered once per process (again in a child after fork: registration
+ * is not inherited); where the kernel has no membarrier every side keeps
+ * the full fence.
  */
 enum { ASYM_UNKNOWN, ASYM_ON, ASYM_OFF };
 static _Atomic int asym = ASYM_UNKNOWN;
+static _Atomic bool asym_global;
 static pthread_mutex_t asym_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool asym_atfork;
 
 static void asym_child(void)
 {
     atomic_store(&asym, ASYM_UNKNOWN);
+    atomic_store(&asym_global, false);
+}
+
+static bool membarrier_cmd(int cmd)
+{
+    return syscall(SYS_membarrier, cmd, 0, 0) == 0;
 }
 
 void fw_asym_init(void)
@@ -73,25 +90,60 @@ void fw_asym_init(void)
     if (atomic_load(&asym) == ASYM_UNKNOWN) {
         if (!asym_atfork)
             asym_atfork = pthread_atfork(NULL, NULL, asym_child) == 0;
-        bool ok = asym_atfork &&
-                  syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+        bool ok = asym_atfork && membarrier_cmd(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED);
+        atomic_store(&asym_global,
+                     ok && membarrier_cmd(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED));
         atomic_store(&asym, ok ? ASYM_ON : ASYM_OFF);
     }
     pthread_mutex_unlock(&asym_lock);
 }
 
+bool fw_asym_on(void)
+{
+    return atomic_load_explicit(&asym, memory_order_relaxed) == ASYM_ON;
+}
+
+bool fw_asym_global(void)
+{
+    return atomic_load_explicit(&asym_global, memory_order_relaxed);
+}
+
+void fw_lock_barrier(void)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (fw_asym_on())
+        membarrier_cmd(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+}
+
 void fw_sleep_fence(void)
 {
     atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&asym, memory_order_relaxed) == ASYM_ON)
-        syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+    if (fw_asym_global())
+        membarrier_cmd(MEMBARRIER_CMD_GLOBAL_EXPEDITED);
+    else if (fw_asym_on())
+        membarrier_cmd(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+}
+
+void fw_bits_barrier(void)
+{
+    if (fw_asym_global())
+        membarrier_cmd(MEMBARRIER_CMD_GLOBAL_EXPEDITED);
 }
 
 /* (2) for a turn that owes a wake to our own process only. */
 static inline void local_fence(void)
 {
-    if (atomic_load_explicit(&asym, memory_order_relaxed) == ASYM_ON)
+    if (fw_asym_on())
         atomic_signal_fence(memory_order_seq_cst); /* the waiter's membarrier pays */
+    else
+        atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* (2) for a turn that owes a wake to the peer (and perhaps to us). */
+static inline void peer_fence(const struct via_event_page *pe)
+{
+    if (fw_asym_global() && atomic_load_explicit(&pe->waiters_barrier, memory_order_relaxed))
+        atomic_signal_fence(memory_order_seq_cst); /* the peer's waiters' membarrier pays */
     else
         atomic_thread_fence(memory_order_seq_cst);
 }
@@ -162,7 +214,9 @@ void fw_vi_wakes(struct fw_vi *vi)
 {
     if (!vi->owe_peer && !vi->owe_local)
         return;
-    if (vi->owe_peer)
+    if (vi->owe_peer && vi->peer_ev)
+        peer_fence(vi->peer_ev); /* (2) */
+    else if (vi->owe_peer)
         atomic_thread_fence(memory_order_seq_cst); /* (2) */
     else
         local_fence(); /* (2), paid by our own sleepers */

@@ -195,6 +195,7 @@ struct fw_vi {
      * left nothing to do but wait for the link, and what to look at. */
     _Atomic bool quiet;
     _Atomic uint32_t host_polls; /* bumped by host threads polling this VI */
+    _Atomic uint64_t busy_ns;    /* a visit last moved it (fw_progress.c's arrival bits) */
     uint32_t thread_seen;        /* the NIC thread's last look at host_polls */
     _Atomic bool host_in;        /* a host thread runs this VI under its lock (its poll, a post) */
     _Atomic(struct via_chan *) poll_chan;
@@ -464,6 +465,14 @@ static inline void fw_wake_dir(struct via_chan_dir *d)
  * process once (nic_create), and the waiter's side, after (a). */
 void fw_asym_init(void);
 void fw_sleep_fence(void);
+/* Registered for membarrier within the process (fw_lock_barrier makes
+ * every running thread of it execute a full barrier: the VI lock's bias,
+ * fw_lock.h), and across processes (our event page's waiters pay for the
+ * producers' fence, and clearing an arrival bit pays fw_bits_barrier). */
+bool fw_asym_on(void);
+bool fw_asym_global(void);
+void fw_lock_barrier(void);
+void fw_bits_barrier(void);
 /* The wakes owed by this turn of the NIC (vi->lock held): called at the
  * end of every turn (fw_progress.c). */
 void fw_vi_wakes(struct fw_vi *vi);
