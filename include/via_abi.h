@@ -114,10 +114,11 @@ struct via_vi_counters {
     _Atomic uint64_t desc_errors; /* descriptors completed in error (not only flushed) */
     _Atomic uint64_t sq_posted, sq_done, rq_posted, rq_done;
     _Atomic uint64_t tx_descless, tx_merged; /* sends that took an extension path */
-    /* Completions whose descriptor the NIC could not write (it failed the
-     * TPT): counted before sq_done/rq_done, so the library, finding the
-     * NIC's count past a descriptor whose Status is not DONE, knows it is
-     * one of these and completes it itself. */
+    /* Completions whose descriptor the NIC could not write (its control
+     * segment failed the TPT: memory deregistered after the post, since a
+     * post checks it): counted before sq_done/rq_done, so the library,
+     * finding the NIC's count past a descriptor whose Status is not DONE,
+     * knows it is one of these and lets it leave the queue untaken. */
     _Atomic uint64_t sq_unwritten, rq_unwritten;
     uint64_t reserved[2];
 };

@@ -201,15 +201,19 @@ static inline void ring_put(struct fw_vi *vi, bool recv, const struct via_db_tok
     atomic_store_explicit(&q->prod, prod + 1, memory_order_release);
 }
 
-/* A native send's token, with the NIC's lock held: the NIC runs now and
- * would take it off the doorbell ring at once, so it goes straight into the
- * NIC's queue (a hardware doorbell queue), unless older tokens wait in the
- * ring (they go first) or the queue is full. */
-static bool queue_direct(const struct fw_vi *vi)
+/* A native NIC's token, with the VI's lock held: the NIC would take it off
+ * the doorbell ring at its next look, so it goes straight into the NIC's
+ * work queue (a hardware doorbell queue: the post's index is the queue's),
+ * unless older tokens wait in the ring (they go first) or the queue is
+ * full. The ring carries tokens of a paced NIC, whose doorbell scan the
+ * model times. */
+static bool queue_direct(const struct fw_vi *vi, bool recv)
 {
-    return atomic_load_explicit(&vi->db->sq.prod, memory_order_relaxed) ==
-               atomic_load_explicit(&vi->db->sq.cons, memory_order_relaxed) &&
-           vi->req.sq.tail - vi->req.sq.head < VIA_QUEUE_DEPTH;
+    const struct via_db_queue *q = recv ? &vi->db->rq : &vi->db->sq;
+    const struct fw_wq *wq = recv ? &vi->resp.rq : &vi->req.sq;
+    return atomic_load_explicit(&q->prod, memory_order_relaxed) ==
+               atomic_load_explicit(&q->cons, memory_order_relaxed) &&
+           wq->tail - wq->head < VIA_QUEUE_DEPTH;
 }
 
 struct fw_lock *nic_vi_lock(struct fw_vi *vi)
@@ -223,9 +227,12 @@ uint64_t nic_ring_locked(struct fw_vi *vi, bool recv, const struct via_db_token 
     struct fw_nic *nic = vi->nic;
     enum via_stage st = recv ? VIA_ST_R1_RING : VIA_ST_T1_RING;
     if (recv && !nic->paced) {
-        /* R1 on a native NIC: no model to keep and nothing to run now (the
-         * NIC takes the token at its next turn). */
-        ring_put(vi, true, tok, 0);
+        /* R1 on a native NIC: no model to keep and nothing to run now (R2
+         * finds the token in the queue at the NIC's next turn). */
+        if (queue_direct(vi, true))
+            wq_put(&vi->resp.rq, tok, 0);
+        else
+            ring_put(vi, true, tok, 0);
         FW_TRACE(nic, st, vi->vi_id, 0, bytes);
         return 0;
     }
@@ -235,7 +242,7 @@ uint64_t nic_ring_locked(struct fw_vi *vi, bool recv, const struct via_db_token 
         fw_account(nic, st, vi->vi_id, recv ? 0 : vi->req.seq + 1, bytes, c);
         cost = (uint64_t)c;
     }
-    if (!recv && !nic->paced && queue_direct(vi))
+    if (!recv && !nic->paced && queue_direct(vi, false))
         wq_put(&vi->req.sq, tok, 0);
     else
         ring_put(vi, recv, tok, rung_ns + cost);

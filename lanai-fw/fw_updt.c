@@ -311,7 +311,7 @@ void fw_updt(struct fw_vi *vi, const struct fw_xdes *d, bool recv, uint32_t stat
     if (status & VIP_STATUS_ERROR_MASK & ~VIP_STATUS_DESC_FLUSHED_ERROR)
         fw_count(&c->desc_errors, 1);
     if (!d->va) {
-        /* Nothing written: the library completes it (via_abi.h). */
+        /* Nothing written: the library lets it leave the queue (via_abi.h). */
         fw_count(recv ? &c->rq_unwritten : &c->sq_unwritten, 1);
         atomic_thread_fence(memory_order_release);
     }
@@ -330,8 +330,10 @@ void fw_updt(struct fw_vi *vi, const struct fw_xdes *d, bool recv, uint32_t stat
     }
     FW_TRACE(vi->nic, recv ? VIA_ST_R6_UPDT : VIA_ST_T6_UPDT, vi->vi_id,
              recv ? vi->resp.seq : vi->req.seq, length);
+    /* A CQ entry names a completion Done will hand back: not one the NIC
+     * could not write, which leaves the queue untaken (vipl_wait.c). */
     struct fw_cq *cq = recv ? vi->rcq : vi->scq;
-    if (cq)
+    if (cq && d->va)
         cq_post(vi, cq, recv);
     /* A thread of this process may sleep in a wait (per VI or on a CQ):
      * woken at the end of this turn (fw_vi_wakes). */

@@ -23,12 +23,13 @@ static struct via_cq_ring *new_ring(uint32_t nslots)
 }
 
 /* One completion as the NIC makes it (T6/R6): A's send or B's receive, the
- * two queues the fixture binds to F.cq. Nothing is written to memory (no
- * descriptor): only the CQ entry and the counters. */
+ * two queues the fixture binds to F.cq. Its status goes to the fixture's
+ * send or receive descriptor slot (a completion the NIC could not write
+ * has no CQ entry: fw_updt). */
 static void complete(bool b_recv)
 {
     struct fw_vi *vi = b_recv ? F.b : F.a;
-    struct fw_xdes d = {0};
+    struct fw_xdes d = {.va = (uintptr_t)(F.mem + (b_recv ? OFF_RDESC : OFF_SDESC))};
     fw_lock(&vi->lock);
     fw_updt(vi, &d, b_recv, 0, 0);
     fw_unlock(&vi->lock);

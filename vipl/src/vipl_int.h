@@ -115,8 +115,11 @@ struct vip_cq {
     struct vip_notifiers notify;
 };
 
-/* Host-side record of posted descriptors, in posting order. The NIC
- * completes a work queue in order, so Done/Wait look only at the head. */
+/* The program's descriptor of each posted slot, indexed like the NIC's
+ * work queue: slot i is the queue's i-th post, whose token the NIC holds
+ * in its slot i (the NIC's record is the token, ours is what Done hands
+ * back, as a verbs provider keeps work-request ids beside its queue). The
+ * NIC completes a queue in order, so Done/Wait look only at the head. */
 struct vip_queue {
     VIP_DESCRIPTOR *desc[VIA_QUEUE_DEPTH];
     /* Written under the VI's lock; head is also read without it, by a poll

@@ -1,14 +1,15 @@
 /*
  * vipl_post.c - Build and Ring: posting descriptors.
  *
- * VipPostSend/VipPostRecv record the descriptor in the host's queue, clear
- * its status, and ring the VI's doorbell (T1/R1): a token naming the
- * descriptor goes into the doorbell page (nic_ring_locked: the VI's one
- * lock covers the library's queue and the NIC's stages). The host pays what
- * the profile says the host pays, Build plus the programmed-I/O writes of
- * the token, and nothing of the NIC's time: the NIC's stages run against
- * its own modelled resources, on this thread only as far as they can go
- * without waiting (nic.h), and the peer's wake-up is the NIC's to pay.
+ * VipPostSend/VipPostRecv check that the NIC can write the descriptor's
+ * status, record it in the host's queue, clear its status, and ring the
+ * VI's doorbell (T1/R1): a token naming the descriptor goes to the NIC
+ * (nic_ring_locked: the VI's one lock covers the library's queue and the
+ * NIC's stages). The host pays what the profile says the host pays, Build
+ * plus the programmed-I/O writes of the token, and nothing of the NIC's
+ * time: the NIC's stages run against its own modelled resources, on this
+ * thread only as far as they can go without waiting (nic.h), and the
+ * peer's wake-up is the NIC's to pay.
  */
 #include "vipl_int.h"
 
@@ -32,19 +33,23 @@ static VIP_RETURN post_in(struct vip_vi *vi, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE m
         fw_unlock(vi->lock);
         return vipl_fail(VIP_INVALID_STATE, "VI %u is not connected: cannot send", vi->id);
     }
-    /* A receive posted before the connection waits unread until a message
-     * comes, perhaps much later: its descriptor's memory handle is checked
-     * now, as the NIC will check it, so that a wrong one fails here. */
-    uint32_t bad = recv && (st == VIA_VI_IDLE || st == VIA_VI_PENDING)
-                       ? nic_tpt_check(vi->hw, mh, (uintptr_t)d, sizeof *d)
-                       : 0;
+    /* The NIC writes a descriptor's status only where the memory handle it
+     * was posted with allows (its control segment, in registered memory
+     * of the VI's ptag), and it is the status's only writer: a descriptor
+     * whose status it could not write is refused here, as the NIC would
+     * check it. */
+    uint32_t bad = (uintptr_t)d % 4 ? VIP_STATUS_FORMAT_ERROR
+                                    : nic_tpt_check(vi->hw, mh, (uintptr_t)d, sizeof d->CS);
     if (bad) {
         fw_unlock(vi->lock);
-        char bits[256];
-        vipl_status_bits(bad, bits, sizeof bits);
+        const char *call = recv ? "VipPostRecv" : "VipPostSend";
+        if (bad == VIP_STATUS_FORMAT_ERROR)
+            return vipl_fail(VIP_INVALID_PARAMETER, "%s on VI %u: the descriptor at %p is not "
+                             "4-byte aligned", call, vi->id, (void *)d);
         return vipl_fail(VIP_INVALID_PARAMETER,
-                         "VipPostRecv on VI %u: memory handle %u does not cover the descriptor "
-                         "at %p with the VI's ptag (%s)", vi->id, (unsigned)mh, (void *)d, bits);
+                         "%s on VI %u: memory handle %u does not cover the descriptor's control "
+                         "segment at %p with the VI's ptag", call, vi->id, (unsigned)mh,
+                         (void *)d);
     }
     struct vip_queue *q = recv ? &vi->rq : &vi->sq;
     if (q->tail - q->head >= VIA_QUEUE_DEPTH) {

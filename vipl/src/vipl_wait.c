@@ -133,39 +133,34 @@ static inline bool done_waiting(const struct vip_vi *vi, bool recv)
 }
 
 /* Take a completed descriptor off the head of one of a VI's queues (the
- * VI's lock held). */
+ * VI's lock held). The NIC writes every status; a descriptor it counted
+ * done without writing (its memory was deregistered after the post, so
+ * its control segment failed the TPT: the NIC reported POST_DESC) is not
+ * the program's to take: it leaves the queue, and the next one is looked
+ * at. */
 static inline bool take_locked(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out)
 {
     struct vip_queue *q = recv ? &vi->rq : &vi->sq;
     const struct via_vi_counters *cnt = &vi->db->cnt;
-    bool got = false;
     uint32_t h = atomic_load_explicit(&q->head, memory_order_relaxed);
-    if (h != q->tail) {
+    for (; h != q->tail; h++) {
         VIP_DESCRIPTOR *d = q->desc[h % VIA_QUEUE_DEPTH];
-        bool done = __atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE;
-        if (!done) {
-            /* The NIC counted it done but wrote nothing: it is a descriptor
-             * outside the memory it was posted with (its status would have
-             * been a protection error). Completed here, in order. */
-            uint64_t u = atomic_load_explicit(recv ? &cnt->rq_unwritten : &cnt->sq_unwritten,
-                                              memory_order_acquire);
-            if (u > q->unwritten_taken &&
-                !(__atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE)) {
-                q->unwritten_taken++;
-                __atomic_store_n(&d->CS.Status,
-                                 VIP_STATUS_DONE | VIP_STATUS_PROTECTION_ERROR |
-                                     (recv ? VIP_STATUS_OP_RECEIVE : VIP_STATUS_OP_SEND),
-                                 __ATOMIC_RELEASE);
-            }
-            done = __atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE;
-        }
-        if (done) {
+        if (__atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE) {
             atomic_store_explicit(&q->head, h + 1, memory_order_release);
             *out = d;
-            got = true;
+            return true;
         }
+        /* Not done, or done unwritten: the NIC counts an unwritten one
+         * before its completion, so a count past those taken means it. */
+        uint64_t u = atomic_load_explicit(recv ? &cnt->rq_unwritten : &cnt->sq_unwritten,
+                                          memory_order_acquire);
+        if (u <= q->unwritten_taken ||
+            (__atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE))
+            break;
+        q->unwritten_taken++;
     }
-    return got;
+    atomic_store_explicit(&q->head, h, memory_order_release);
+    return false;
 }
 
 static inline bool pop_done(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **out)
