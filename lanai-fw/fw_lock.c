@@ -45,7 +45,7 @@ void fw_lock_contended(struct fw_lock *l)
     }
 }
 
-static bool bias_allowed(void)
+bool fw_lock_biasing(void)
 {
 #if defined(__SANITIZE_THREAD__)
     return false; /* ThreadSanitizer cannot see the membarrier's ordering */
@@ -79,7 +79,7 @@ bool fw_lock_settle(struct fw_lock *l, bool try)
     if (l->last != me) {
         l->last = me;
         l->streak = 1;
-    } else if (me && bias_allowed()) {
+    } else if (me && fw_lock_biasing()) {
         atomic_store_explicit(&l->owner, me, memory_order_relaxed); /* ours from the next take */
     }
     return true;

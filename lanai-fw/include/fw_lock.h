@@ -63,6 +63,8 @@ struct fw_lock {
  * found the owner in, and the real lock is let go again). */
 void fw_lock_contended(struct fw_lock *l);
 bool fw_lock_settle(struct fw_lock *l, bool try);
+/* Are locks biased in this process (membarrier registered, no TSan)? */
+bool fw_lock_biasing(void);
 
 /* The owner's way in (true: entered). */
 static inline bool fw_lock_owned(struct fw_lock *l)
