@@ -23,6 +23,16 @@ static void take_n(struct fw_lock *l, unsigned n)
     }
 }
 
+/* Locks are biased in this process (else a test says so and checks
+ * nothing more). */
+static bool biasing(void)
+{
+    fw_asym_init();
+    if (!fw_lock_biasing())
+        printf("\n  no membarrier here (or ThreadSanitizer): nothing to check\n");
+    return fw_lock_biasing();
+}
+
 static bool biased_to_me(const struct fw_lock *l)
 {
     return fw_lock_self && atomic_load(&l->owner) == fw_lock_self;
@@ -138,11 +148,8 @@ static void *owner_thread(void *arg)
 
 static void test_trylock_leaves_owner_in(void)
 {
-    fw_asym_init();
-    if (!fw_lock_biasing()) {
-        printf("\n  no membarrier here (or ThreadSanitizer): nothing to check\n");
+    if (!biasing())
         return;
-    }
     L = (struct fw_lock){0};
     atomic_store(&owner_step, 0);
     atomic_store(&other_step, 0);
@@ -179,11 +186,8 @@ static void *revoker_thread(void *arg)
 
 static void test_revoker_waits_for_owner(void)
 {
-    fw_asym_init();
-    if (!fw_lock_biasing()) {
-        printf("\n  no membarrier here (or ThreadSanitizer): nothing to check\n");
+    if (!biasing())
         return;
-    }
     L = (struct fw_lock){0};
     atomic_store(&revoker_in, 0);
     take_n(&L, FW_LOCK_BIAS_AFTER);
@@ -206,11 +210,8 @@ static void test_revoker_waits_for_owner(void)
  * `in` keeps naming L until L is let go. */
 static void test_second_lock_by_real_lock(void)
 {
-    fw_asym_init();
-    if (!fw_lock_biasing()) {
-        printf("\n  no membarrier here (or ThreadSanitizer): nothing to check\n");
+    if (!biasing())
         return;
-    }
     L = (struct fw_lock){0};
     M = (struct fw_lock){0};
     take_n(&L, FW_LOCK_BIAS_AFTER);
