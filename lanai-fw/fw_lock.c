@@ -58,7 +58,7 @@ bool fw_lock_settle(struct fw_lock *l, bool try)
 {
     struct fw_lock_thread *me = self();
     struct fw_lock_thread *o = atomic_load_explicit(&l->owner, memory_order_relaxed);
-    if (o == me && o)
+    if (o && o == me)
         return true;
     if (o) {
         /* Another thread's lock: a trylock leaves an owner that is in it

@@ -139,10 +139,12 @@ static inline void local_fence(void)
         atomic_thread_fence(memory_order_seq_cst);
 }
 
-/* (2) for a turn that owes a wake to the peer (and perhaps to us). */
+/* (2) for a turn that owes a wake to the peer (and perhaps to us); pe is
+ * the peer's event page, NULL for a peer across a network link. */
 static inline void peer_fence(const struct via_event_page *pe)
 {
-    if (fw_asym_global() && atomic_load_explicit(&pe->waiters_barrier, memory_order_relaxed))
+    if (pe && fw_asym_global() &&
+        atomic_load_explicit(&pe->waiters_barrier, memory_order_relaxed))
         atomic_signal_fence(memory_order_seq_cst); /* the peer's waiters' membarrier pays */
     else
         atomic_thread_fence(memory_order_seq_cst);
@@ -214,10 +216,8 @@ void fw_vi_wakes(struct fw_vi *vi)
 {
     if (!vi->owe_peer && !vi->owe_local)
         return;
-    if (vi->owe_peer && vi->peer_ev)
+    if (vi->owe_peer)
         peer_fence(vi->peer_ev); /* (2) */
-    else if (vi->owe_peer)
-        atomic_thread_fence(memory_order_seq_cst); /* (2) */
     else
         local_fence(); /* (2), paid by our own sleepers */
     struct via_event_page *pe = vi->owe_peer ? vi->peer_ev : NULL;

@@ -17,7 +17,7 @@
  *     (its fw_lock_thread.in names the lock), then checks that the lock is
  *     still its own. Any other thread takes the real lock and revokes the
  *     bias: it clears owner, makes every running thread of the process
- *     execute a full barrier (membarrier, fw_lock_revoke), and waits until
+ *     execute a full barrier (membarrier, fw_lock_settle), and waits until
  *     the owner is not in. Either the owner's mark came before that
  *     barrier (the revoker sees it and waits) or its check comes after it
  *     (it sees owner cleared and takes the real lock). So a VI used by one

@@ -145,19 +145,22 @@ static inline bool take_locked(struct vip_vi *vi, bool recv, VIP_DESCRIPTOR **ou
     uint32_t h = atomic_load_explicit(&q->head, memory_order_relaxed);
     for (; h != q->tail; h++) {
         VIP_DESCRIPTOR *d = q->desc[h % VIA_QUEUE_DEPTH];
-        if (__atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE) {
-            atomic_store_explicit(&q->head, h + 1, memory_order_release);
-            *out = d;
-            return true;
+        if (!(__atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE)) {
+            /* The NIC counts an unwritten one before its completion: a
+             * count past those taken means this one, unless it completed
+             * meanwhile (and the count is of a later one). */
+            uint64_t u = atomic_load_explicit(recv ? &cnt->rq_unwritten : &cnt->sq_unwritten,
+                                              memory_order_acquire);
+            if (u <= q->unwritten_taken)
+                break;
+            if (!(__atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE)) {
+                q->unwritten_taken++;
+                continue;
+            }
         }
-        /* Not done, or done unwritten: the NIC counts an unwritten one
-         * before its completion, so a count past those taken means it. */
-        uint64_t u = atomic_load_explicit(recv ? &cnt->rq_unwritten : &cnt->sq_unwritten,
-                                          memory_order_acquire);
-        if (u <= q->unwritten_taken ||
-            (__atomic_load_n(&d->CS.Status, __ATOMIC_ACQUIRE) & VIP_STATUS_DONE))
-            break;
-        q->unwritten_taken++;
+        atomic_store_explicit(&q->head, h + 1, memory_order_release);
+        *out = d;
+        return true;
     }
     atomic_store_explicit(&q->head, h, memory_order_release);
     return false;
